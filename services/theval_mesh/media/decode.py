@@ -123,8 +123,7 @@ class MediaReader:
                         self.frame_count += 1
                     else:
                         rate = frame.sample_rate
-                        # planar float -> (channels, n); averaged to mono like librosa's mono=True
-                        chunks.append(frame.to_ndarray().astype(np.float32).reshape(len(frame.layout.channels), -1))
+                        chunks.append(_channels(frame))
         except av.error.FFmpegError as err:
             raise VideoError(self.path, f"corrupt stream after {self.frame_count} frames ({err})") from err
         finally:
@@ -132,11 +131,44 @@ class MediaReader:
         if self.frame_count == 0:
             raise VideoError(self.path, "no decodable video frames")
         if self.info.has_audio:
-            samples = np.concatenate(chunks, axis=1).mean(axis=0) if chunks else np.zeros(0, np.float32)
-            self.audio = Audio(samples.astype(np.float32), rate)
+            self.audio = _mono(chunks, rate)
+
+    def read_audio(self) -> Audio | None:
+        """Decode only the audio track (for the exact-reference mode, which needs it first)."""
+        if not self.info.has_audio:
+            self.close()
+            return None
+        chunks, rate = [], 0
+        try:
+            for frame in self._container.decode(audio=0):
+                rate = frame.sample_rate
+                chunks.append(_channels(frame))
+        except av.error.FFmpegError as err:
+            raise VideoError(self.path, f"corrupt audio stream ({err})") from err
+        finally:
+            self.close()
+        return _mono(chunks, rate)
 
     def close(self):
         self._container.close()
+
+
+def _channels(frame) -> np.ndarray:
+    """An audio frame as float32 (channels, samples), whatever its sample format."""
+    a = frame.to_ndarray()
+    channels = len(frame.layout.channels)
+    if not frame.format.is_planar:  # interleaved: (1, n*channels)
+        a = a.reshape(-1, channels).T
+    if a.dtype.kind == "i":  # integer PCM -> [-1, 1)
+        a = a.astype(np.float32) / float(np.iinfo(a.dtype).max + 1)
+    return a.astype(np.float32).reshape(channels, -1)
+
+
+def _mono(chunks, rate) -> Audio:
+    """Channels averaged to mono, as librosa's mono=True does."""
+    if not chunks:
+        return Audio(np.zeros(0, np.float32), rate)
+    return Audio(np.concatenate(chunks, axis=1).mean(axis=0).astype(np.float32), rate)
 
 
 def read_all_frames(path, limits: Limits = Limits()) -> tuple[list[np.ndarray], MediaReader]:

@@ -1,0 +1,100 @@
+"""From the series of one video to its 8 raw metrics, with a reason for every NaN."""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..headpose.backend import estimate as estimate_head_pose
+from ..metrics.eyebrow import eyebrow_dynamics
+from ..metrics.head_motion import head_motion
+from ..metrics.lip_dynamics import lip_dynamics
+from ..metrics.lip_sync import MIN_SPEECH_RATIO, lip_sync, mouth_openness
+from ..metrics.loudness import loudness_at
+from ..metrics.quality import mean_score
+from ..metrics.silent_lip import silent_lip_stability
+from ..metrics.speech_frames import silent_frames, speech_mask
+from .frame_pass import FrameSeries
+from .settings import RunSettings
+
+METRIC_KEYS = ("global_aesthetic", "mouth_quality", "face_quality", "lip_dynamics",
+               "head_motion", "eyebrow_dynamics", "silent_lip_stability", "lip_sync")
+
+
+@dataclass
+class AudioSeries:
+    """What the audio backend produced for one video (None fields: no audio track)."""
+    samples: np.ndarray | None = None  # mono, native rate
+    rate: int = 0
+    speech: list[tuple[float, float]] | None = None
+
+
+@dataclass
+class MetricValues:
+    values: dict[str, float] = field(default_factory=dict)
+    nan_reasons: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def set(self, key: str, value: float, reason_if_nan: str, frames: int):
+        self.values[key] = float(value)
+        self.counts[key] = int(frames)
+        if np.isnan(value):
+            self.nan_reasons[key] = reason_if_nan
+
+
+def _xy(points: np.ndarray, sx: float, sy: float) -> np.ndarray:
+    return points[:, :, :2].astype(np.float64) * np.array([sx, sy])
+
+
+def compute_metrics(fs: FrameSeries, audio: AudioSeries, settings: RunSettings) -> MetricValues:
+    m = MetricValues()
+    single = fs.landmarks["single"]
+    pts, idx = single.points, single.frame_index
+    face = single.face_found()
+    n_face = int(face.sum())
+    w, h = fs.width, fs.height
+
+    # Quality
+    m.set("global_aesthetic", mean_score(fs.global_aesthetic), "no frames scored", len(fs.global_aesthetic))
+    m.set("mouth_quality", mean_score(fs.mouth_quality), "no face found", len(fs.mouth_quality))
+    m.set("face_quality", mean_score(fs.face_quality), "no face found", len(fs.face_quality))
+
+    # Naturalness
+    lip_series = fs.landmarks.get("lip_dynamics", single)
+    m.set("lip_dynamics", lip_dynamics(_xy(lip_series.points, 256, 256), lip_series.frame_index, settings.profile),
+          "fewer than 2 frames with a face", int(lip_series.face_found().sum()))
+    pose = estimate_head_pose(pts, w, h)
+    m.set("head_motion", head_motion(pose.pitch, pose.yaw, pose.roll, pose.cx, pose.cy,
+                                     frame_size=(w, h) if settings.normalise_translation else None),
+          "no face found", n_face)
+    m.set("eyebrow_dynamics", eyebrow_dynamics(_xy(pts, w, h), settings.profile),
+          "fewer than 2 frames with a face", n_face)
+
+    # Synchronisation
+    if audio.samples is None:
+        m.set("silent_lip_stability", np.nan, "no audio track", 0)
+        m.set("lip_sync", np.nan, "no audio track", 0)
+        return m
+    total = fs.frame_count
+    speech_all = speech_mask(audio.speech, fs.fps, total)
+    kept = silent_frames(audio.speech, fs.fps, total)
+    silent_series = fs.landmarks.get("silent_lip")
+    if silent_series is None:
+        rows = np.isin(idx, kept)
+        silent_pts = _xy(pts[rows], 256, 256)
+    else:
+        silent_pts = _xy(silent_series.points, 256, 256)
+    silent_value = silent_lip_stability(silent_pts, settings.profile)
+    reason = ("no silence of at least 0.3 s" if len(kept) == 0
+              else "fewer than 2 silent frames with a face")
+    m.set("silent_lip_stability", silent_value, reason, int((~np.isnan(silent_pts[:, 0, 0])).sum()))
+
+    sync_series = fs.landmarks.get("lip_sync", single)
+    openness = mouth_openness(sync_series.points[:, :, :2])
+    sync_idx = sync_series.frame_index
+    loud = loudness_at(sync_idx / fs.fps, audio.samples, audio.rate)
+    ratio = float(speech_all.mean()) if total else 0.0
+    speech_used = speech_all[sync_idx]
+    value = lip_sync(openness, loud, speech_used, ratio)
+    reason = (f"speech covers {ratio:.0%} of the frames (under {MIN_SPEECH_RATIO:.0%})"
+              if ratio < MIN_SPEECH_RATIO else "fewer than 2 speech frames with a face")
+    m.set("lip_sync", value, reason, int((speech_used & ~np.isnan(openness)).sum()))
+    return m

@@ -1,0 +1,49 @@
+import os
+
+import av
+import numpy as np
+import pytest
+
+# Keep torch/onnx from oversubscribing the 2 cores when tests run model code.
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+
+def write_clip(path, frames=10, size=(64, 48), fps=25, audio_rate=16000, channels=1, tone=None):
+    """A small real video file: a moving gradient, and a sine tone per channel (None: no audio)."""
+    w, h = size
+    out = av.open(str(path), "w")
+    vs = out.add_stream("libx264", rate=fps)
+    vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"
+    aus = None
+    if tone is not None:
+        aus = out.add_stream("aac", rate=audio_rate)
+        aus.layout = "mono" if channels == 1 else "stereo"
+    for i in range(frames):
+        img = np.zeros((h, w, 3), np.uint8)
+        img[:, :, 0] = (np.arange(w) * 4 + i * 8) % 256
+        for p in vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+            out.mux(p)
+    for p in vs.encode():
+        out.mux(p)
+    if aus is not None:
+        n = int(audio_rate * frames / fps)
+        t = np.arange(n) / audio_rate
+        chans = [tone[c] * np.sin(2 * np.pi * 440 * t) for c in range(channels)]
+        data = np.stack(chans).astype(np.float32)
+        for k in range(0, n, 1024):
+            chunk = np.ascontiguousarray(data[:, k:k + 1024])
+            fr = av.AudioFrame.from_ndarray(chunk, format="fltp", layout=aus.layout.name)
+            fr.sample_rate, fr.pts = audio_rate, k
+            for p in aus.encode(fr):
+                out.mux(p)
+        for p in aus.encode():
+            out.mux(p)
+    out.close()
+    return str(path)
+
+
+@pytest.fixture
+def clip_writer(tmp_path):
+    def make(name="clip.mp4", **kw):
+        return write_clip(tmp_path / name, **kw)
+    return make
