@@ -26,11 +26,18 @@ class Engine:
         self.settings = settings
         self.audio = AudioBackend()
         self.quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=quality_store)
+        self._provenance = None
 
     def provenance(self) -> dict:
+        if self._provenance is None:
+            self._provenance = self._describe()
+        return self._provenance
+
+    def _describe(self) -> dict:
         s = self.settings
         lip_sync_input = "BGR frames (reference quirk)" if (s.exact_reference and s.profile == "reference") \
             else "RGB frames"
+        quality = self.quality.provenance()
         return {
             "tool": f"theval-mesh {VERSION}",
             "profile": s.profile,
@@ -40,7 +47,9 @@ class Engine:
                           "lip_sync_input": lip_sync_input},
             "headpose": HEADPOSE_BACKEND,
             "vad": self.audio.provenance(),
-            "quality": self.quality.provenance(),
+            "quality": quality["quality"],  # metric -> model and weights checksum, or proxy:<name>
+            "quality_mode": quality["mode"],
+            "quality_weights": quality.get("weights") or quality.get("proxy_definition"),
             "decoder": DECODER,
             "frames": "all" if s.frame_stride == 1 else f"every {s.frame_stride}th",
         }

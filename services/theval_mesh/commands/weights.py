@@ -1,0 +1,61 @@
+"""`theval weights status|verify|fetch`: the quality models' weights store."""
+from theval_mesh.quality import weights_store as ws
+from theval_mesh.quality.registry import MODELS
+
+EXIT_OK, EXIT_ERROR = 0, 1  # same codes as theval_mesh.cli
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "weights", help="show, check or download the quality models' weights",
+        description="The weights store is a directory holding the weight files of the quality "
+                    "models (default: $THEVAL_WEIGHTS, else ~/.cache/theval/weights). Without "
+                    "them the quality metrics fall back to a labelled training-free proxy.")
+    actions = p.add_subparsers(dest="weights_action", required=True, metavar="ACTION")
+    for name, text in (("status", "list each file, where it goes and whether it is there"),
+                       ("verify", "check the files' sha256 (exit 1 on a missing or bad file)"),
+                       ("fetch", "download the missing files (needs internet access)")):
+        a = actions.add_parser(name, help=text, description=text)
+        a.add_argument("--store", metavar="DIR", help="weights store directory")
+        a.add_argument("--model", action="append", choices=sorted(MODELS), metavar="NAME",
+                       help=f"only this model (repeatable): {', '.join(sorted(MODELS))}")
+        a.set_defaults(func=run)
+
+
+def _table(rows, columns) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(columns)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return "\n".join([line(columns)] + [line(r) for r in rows])
+
+
+def format_rows(rows, verified: bool) -> str:
+    cols = ["model", "file", "path", "present", "sha256"] + (["state"] if verified else [])
+    body = [[r.model, r.file, r.path, "yes" if r.present else "NO",
+             r.sha256[:12] if r.sha256 else "-"]
+            + ([f"{r.state} {r.detail}".strip()] if verified else []) for r in rows]
+    return _table(body, cols)
+
+
+def _hints(rows) -> list[str]:
+    urls = {f.name: f.url for m in MODELS.values() for f in m.files}
+    return [f"missing: download {urls[r.file]} to {r.path}" for r in rows if not r.present]
+
+
+def run(args) -> int:
+    store = ws.resolve(args.store)
+    if args.weights_action == "fetch":
+        rows = ws.fetch(store, args.model)  # raises UserError (one line, exit 1) when offline
+        print(format_rows(rows, verified=True))
+        return EXIT_OK
+    verified = args.weights_action == "verify"
+    rows = ws.verify(store, args.model) if verified else ws.status(store, args.model)
+    print(f"weights store: {store}")
+    print(format_rows(rows, verified))
+    for line in _hints(rows):
+        print(line)
+    bad = [r for r in rows if r.state in ("missing", "mismatch")]
+    if verified and bad:
+        print(f"verify failed: {len(bad)} file(s) missing or not matching: "
+              f"{', '.join(r.file for r in bad)}")
+        return EXIT_ERROR
+    return EXIT_OK
