@@ -193,7 +193,7 @@ def test_rms_envelope_matches_librosa_layout():
     np.testing.assert_allclose(rms, expected)
     np.testing.assert_allclose(times, [0.0, 0.05, 0.10])
     # interpolated at frame times, held flat past the last window
-    np.testing.assert_allclose(loudness_at(np.array([0.025, 0.5]), y, sr),
+    np.testing.assert_allclose(loudness_at(np.array([0.025, 0.5]), rms, times),
                                [(expected[0] + expected[1]) / 2, expected[2]])
 
 

@@ -8,6 +8,9 @@ import torch
 from silero_vad.utils_vad import OnnxWrapper, get_speech_timestamps
 
 from ..common.checksum import sha256_file
+from ..media.decode import Audio
+from .series import AudioSeries
+from ..metrics.loudness import rms_envelope
 
 MODEL_FILE = os.path.join(os.path.dirname(silero_vad.__file__), "data", "silero_vad.onnx")
 VAD_RATE = 16000
@@ -33,3 +36,8 @@ class AudioBackend:
         wav = torch.from_numpy(np.ascontiguousarray(samples_16k, dtype=np.float32))
         stamps = get_speech_timestamps(wav, self._model, sampling_rate=VAD_RATE, return_seconds=True)
         return [(float(s["start"]), float(s["end"])) for s in stamps]
+
+    def analyse(self, audio: Audio):
+        """The audio stage: loudness envelope at the native rate and VAD speech segments."""
+        rms, times = rms_envelope(audio.samples, audio.rate)
+        return AudioSeries(rms, times, self.speech_segments(audio.at_vad_rate()))

@@ -20,9 +20,8 @@ def rms_envelope(samples: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray]:
     return rms, np.arange(count) * n / sr
 
 
-def loudness_at(frame_times: np.ndarray, samples: np.ndarray, sr: int) -> np.ndarray:
-    """RMS envelope linearly interpolated at each video frame time (held flat past the ends)."""
-    rms, times = rms_envelope(samples, sr)
+def loudness_at(frame_times: np.ndarray, rms: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The RMS envelope linearly interpolated at each video frame time (held flat past the ends)."""
     if len(rms) == 0:
         return np.zeros(len(frame_times))
     return np.interp(frame_times, times, rms)

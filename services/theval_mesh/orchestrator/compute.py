@@ -3,6 +3,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..audio.series import AudioSeries
 from ..headpose.backend import estimate as estimate_head_pose
 from ..metrics.eyebrow import eyebrow_dynamics
 from ..metrics.head_motion import head_motion
@@ -17,14 +18,6 @@ from .settings import RunSettings
 
 METRIC_KEYS = ("global_aesthetic", "mouth_quality", "face_quality", "lip_dynamics",
                "head_motion", "eyebrow_dynamics", "silent_lip_stability", "lip_sync")
-
-
-@dataclass
-class AudioSeries:
-    """What the audio backend produced for one video (None fields: no audio track)."""
-    samples: np.ndarray | None = None  # mono, native rate
-    rate: int = 0
-    speech: list[tuple[float, float]] | None = None
 
 
 @dataclass
@@ -69,7 +62,7 @@ def compute_metrics(fs: FrameSeries, audio: AudioSeries, settings: RunSettings) 
           "fewer than 2 frames with a face", n_face)
 
     # Synchronisation
-    if audio.samples is None:
+    if audio.rms is None:
         m.set("silent_lip_stability", np.nan, "no audio track", 0)
         m.set("lip_sync", np.nan, "no audio track", 0)
         return m
@@ -90,7 +83,7 @@ def compute_metrics(fs: FrameSeries, audio: AudioSeries, settings: RunSettings) 
     sync_series = fs.landmarks.get("lip_sync", single)
     openness = mouth_openness(sync_series.points[:, :, :2])
     sync_idx = sync_series.frame_index
-    loud = loudness_at(sync_idx / fs.fps, audio.samples, audio.rate)
+    loud = loudness_at(sync_idx / fs.fps, audio.rms, audio.rms_times)
     ratio = float(speech_all.mean()) if total else 0.0
     speech_used = speech_all[sync_idx]
     value = lip_sync(openness, loud, speech_used, ratio)

@@ -13,7 +13,8 @@ from ..media.decode import DECODER, MediaReader
 from ..metrics.speech_frames import silent_frames
 from ..quality.backend import QualityBackend
 from ..version import VERSION
-from .compute import AudioSeries, compute_metrics
+from ..audio.series import AudioSeries
+from .compute import compute_metrics
 from .frame_pass import mesh_passes, run_frame_pass
 from .results import FAILED, OK, VideoResult
 from .settings import RunSettings
@@ -70,10 +71,6 @@ class Engine:
         result.seconds = round(time.perf_counter() - start, 3)
         return result
 
-    def _speech(self, samples, rate) -> list:
-        from ..media.decode import Audio
-        return self.audio.speech_segments(Audio(samples, rate).at_vad_rate())
-
     def _score(self, path, result: VideoResult, on_frames):
         s = self.settings
         reader = MediaReader(path, s.limits)
@@ -85,7 +82,7 @@ class Engine:
             # before the frame pass: read the audio first (the exact mode decodes twice).
             audio = _read_audio_only(path, s)
             if audio is not None:
-                speech = self._speech(audio.samples, audio.rate)
+                speech = self.audio.speech_segments(audio.at_vad_rate())
                 silent = silent_frames(speech, info.fps, _frame_estimate(info))
         series = run_frame_pass(reader, s, self.quality, silent_frames=silent, on_frames=on_frames)
         single = series.landmarks["single"]
@@ -95,8 +92,7 @@ class Engine:
             raise VideoError(path, f"no face found in any of the {result.frames_used} frames used")
         audio_series = AudioSeries()
         if reader.audio is not None and len(reader.audio.samples):
-            a = reader.audio
-            audio_series = AudioSeries(a.samples, a.rate, self._speech(a.samples, a.rate))
+            audio_series = self.audio.analyse(reader.audio)
         elif info.has_audio:
             result.warnings.append("audio track is empty")
         else:
