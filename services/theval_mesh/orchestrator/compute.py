@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..audio.series import AudioSeries
-from ..headpose.backend import estimate as estimate_head_pose
+from ..headpose.backend import HeadPose
 from ..metrics.eyebrow import eyebrow_dynamics
 from ..metrics.head_motion import head_motion
 from ..metrics.lip_dynamics import lip_dynamics
@@ -37,7 +37,8 @@ def _xy(points: np.ndarray, sx: float, sy: float) -> np.ndarray:
     return points[:, :, :2].astype(np.float64) * np.array([sx, sy])
 
 
-def compute_metrics(fs: FrameSeries, audio: AudioSeries, settings: RunSettings) -> MetricValues:
+def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, settings: RunSettings) -> MetricValues:
+    """fs: landmarks and quality scores; pose: head pose of the single pass's frames."""
     m = MetricValues()
     single = fs.landmarks["single"]
     pts, idx = single.points, single.frame_index
@@ -54,7 +55,6 @@ def compute_metrics(fs: FrameSeries, audio: AudioSeries, settings: RunSettings) 
     lip_series = fs.landmarks.get("lip_dynamics", single)
     m.set("lip_dynamics", lip_dynamics(_xy(lip_series.points, 256, 256), lip_series.frame_index, settings.profile),
           "fewer than 2 frames with a face", int(lip_series.face_found().sum()))
-    pose = estimate_head_pose(pts, w, h)
     m.set("head_motion", head_motion(pose.pitch, pose.yaw, pose.roll, pose.cx, pose.cy,
                                      frame_size=(w, h) if settings.normalise_translation else None),
           "no face found", n_face)

@@ -8,6 +8,7 @@ import numpy as np
 from ..audio.backend import AudioBackend
 from ..common.errors import VideoError
 from ..headpose.backend import BACKEND as HEADPOSE_BACKEND
+from ..headpose.backend import estimate as estimate_head_pose
 from ..landmarks.backend import BACKEND as LANDMARK_BACKEND
 from ..media.decode import DECODER, MediaReader
 from ..metrics.speech_frames import silent_frames
@@ -97,7 +98,8 @@ class Engine:
             result.warnings.append("audio track is empty")
         else:
             result.warnings.append("no audio track: synchronisation metrics are NaN")
-        values = compute_metrics(series, audio_series, s)
+        pose = estimate_head_pose(single.points, info.width, info.height)
+        values = compute_metrics(series, pose, audio_series, s)
         result.metrics, result.nan_reasons, result.counts = values.values, values.nan_reasons, values.counts
 
 

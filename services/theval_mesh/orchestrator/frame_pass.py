@@ -105,3 +105,28 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
             t.close()
     out.frame_count = reader.frame_count
     return out
+
+
+def run_quality_pass(reader: MediaReader, settings: RunSettings, quality_backend,
+                     landmarks: dict[str, LandmarkSeries]) -> FrameSeries:
+    """Quality scores for a video whose landmarks were computed elsewhere (the mesh's quality
+    service): decode, and crop with the given points of the same frames."""
+    info = reader.info
+    out = FrameSeries(info.width, info.height, info.fps, landmarks=landmarks)
+    single = landmarks["single"]
+    mouth = landmarks.get("mouth_quality", single)
+    rows = {int(i): k for k, i in enumerate(single.frame_index)}
+    mouth_rows = {int(i): k for k, i in enumerate(mouth.frame_index)}
+    single_pts, mouth_pts = single.points, mouth.points
+    batches = _QualityBatches(quality_backend, settings.profile, out)
+
+    def points(table, pts, index):
+        k = table.get(index)
+        return None if k is None or np.isnan(pts[k, 0, 0]) else pts[k]
+    for index, frame in reader.frames():
+        if index % settings.frame_stride:
+            continue
+        batches.add(frame, points(mouth_rows, mouth_pts, index), points(rows, single_pts, index))
+    batches.flush(final=True)
+    out.frame_count = reader.frame_count
+    return out
