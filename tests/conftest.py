@@ -1,4 +1,5 @@
 import os
+import socket
 
 import av
 import numpy as np
@@ -47,3 +48,28 @@ def clip_writer(tmp_path):
     def make(name="clip.mp4", **kw):
         return write_clip(tmp_path / name, **kw)
     return make
+
+
+class NetworkBlocked(OSError):
+    pass
+
+
+def block_network(mp, attempts: list):
+    """Make every socket connection and DNS lookup fail, recording each attempt."""
+    def deny(*args, **kwargs):
+        attempts.append(args)
+        raise NetworkBlocked("network access attempted in a test")
+
+    for obj, name in ((socket.socket, "connect"), (socket.socket, "connect_ex"),
+                      (socket, "create_connection"), (socket, "getaddrinfo")):
+        mp.setattr(obj, name, deny)
+
+
+@pytest.fixture
+def no_network(monkeypatch, tmp_path):
+    """Sockets and DNS fail (the attempts are returned); torch/HF caches point at empty temp dirs."""
+    attempts = []
+    block_network(monkeypatch, attempts)
+    for var in ("TORCH_HOME", "HF_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / "caches" / var))
+    return attempts

@@ -1,5 +1,5 @@
 """Quality backend: the real pyiqa loading path offline, the proxy, auto mode, mouth batching."""
-import socket
+from conftest import block_network
 
 import numpy as np
 import pytest
@@ -19,30 +19,6 @@ MOUTH_BOX = {256: (91, 59, 132, 87), 512: (191, 128, 255, 164)}
 
 
 # ---------------------------------------------------------------------------- fixtures
-class NetworkBlocked(OSError):
-    pass
-
-
-def _block_network(mp, attempts):
-    def deny(*args, **kwargs):
-        attempts.append(args)
-        raise NetworkBlocked("network access attempted in a test")
-
-    for obj, name in ((socket.socket, "connect"), (socket.socket, "connect_ex"),
-                      (socket, "create_connection"), (socket, "getaddrinfo")):
-        mp.setattr(obj, name, deny)
-
-
-@pytest.fixture
-def no_network(monkeypatch, tmp_path):
-    """Sockets and DNS fail (and are recorded); torch/HF caches point at empty temp dirs."""
-    attempts = []
-    _block_network(monkeypatch, attempts)
-    for var in ("TORCH_HOME", "HF_HOME", "XDG_CACHE_HOME"):
-        monkeypatch.setenv(var, str(tmp_path / "caches" / var))
-    return attempts
-
-
 def astronaut(size):
     img = skimage.data.astronaut()
     if size != 512:
@@ -224,7 +200,7 @@ def fake_store(tmp_path_factory):
     store = tmp_path_factory.mktemp("fake-weights")
     attempts = []
     with pytest.MonkeyPatch.context() as mp:
-        _block_network(mp, attempts)
+        block_network(mp, attempts)
         real_swin = topiq_arch.create_swin
         mp.setattr(topiq_arch, "create_swin",  # random Swin instead of its ImageNet download
                    lambda name, **kw: real_swin(name, **{**kw, "pretrained": False}))

@@ -2,7 +2,6 @@
 import argparse
 import hashlib
 import inspect
-import socket
 
 import pytest
 from theval_mesh.commands import weights as weights_command
@@ -11,25 +10,6 @@ from theval_mesh.quality import weights_store as ws
 from theval_mesh.quality.registry import MODELS, QualityModel, WeightFile
 
 ALL_FILES = [f.name for m in MODELS.values() for f in m.files]
-
-
-class NetworkBlocked(OSError):
-    pass
-
-
-@pytest.fixture
-def no_network(monkeypatch):
-    """Every socket connection or DNS lookup fails and is recorded."""
-    attempts = []
-
-    def deny(*args, **kwargs):
-        attempts.append(args)
-        raise NetworkBlocked("network access attempted in a test")
-
-    for obj, name in ((socket.socket, "connect"), (socket.socket, "connect_ex"),
-                      (socket, "create_connection"), (socket, "getaddrinfo")):
-        monkeypatch.setattr(obj, name, deny)
-    return attempts
 
 
 def run_cli(argv):

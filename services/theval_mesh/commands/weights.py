@@ -1,8 +1,7 @@
 """`theval weights status|verify|fetch`: the quality models' weights store."""
+from theval_mesh.cli import EXIT_ERROR, EXIT_OK
 from theval_mesh.quality import weights_store as ws
 from theval_mesh.quality.registry import MODELS
-
-EXIT_OK, EXIT_ERROR = 0, 1  # same codes as theval_mesh.cli
 
 
 def register(subparsers) -> None:

@@ -1,0 +1,26 @@
+"""One synthetic kit and one evaluation of it per test session (real models, proxy quality)."""
+from pathlib import Path
+
+import pytest
+
+from theval_mesh.commands.evaluate import evaluate
+from theval_mesh.orchestrator.settings import RunSettings
+from theval_mesh.synth import ALL_VARIANTS, generate_kit
+
+KIT_CLIPS, KIT_SECONDS, KIT_SIZE = 3, 6.0, 256
+
+
+@pytest.fixture(scope="session")
+def kit(tmp_path_factory):
+    return generate_kit(tmp_path_factory.mktemp("kit"), seed=7, n_clips=KIT_CLIPS,
+                        duration_s=KIT_SECONDS, size=KIT_SIZE, variants=ALL_VARIANTS)
+
+
+@pytest.fixture(scope="session")
+def evaluated(kit, tmp_path_factory):
+    """(leaderboard, per-video results) for GT against every variant."""
+    out = tmp_path_factory.mktemp("eval")
+    models = [(v, str(Path(kit.out_dir) / v)) for v in kit.variants]
+    board, results, _ = evaluate(str(Path(kit.out_dir) / "gt"), models, out, RunSettings(quality="proxy"),
+                                 workers=2, progress=False)
+    return board, results
