@@ -83,3 +83,48 @@ def test_demo_runs_on_a_small_kit(tmp_path):
     for variant in ("static_head", "audio_shift", "frozen_mouth", "blur", "noise"):
         assert variant in board
     assert "Final score" in run.stdout or "Final" in run.stdout
+
+
+def test_ctrl_c_keeps_finished_videos_and_rerun_skips_them(tiny_kit, tmp_path):
+    import signal
+    import time
+    out = tmp_path / "out"
+    args = [THEVAL, "evaluate", "--gt", tiny_kit.dir("gt"), "--model", f"frozen={tiny_kit.dir('frozen_mouth')}",
+            "--out", str(out), "--quality", "proxy", "--quiet"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = out / "results.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (log.exists() and log.read_text().count("\n") >= 1):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    done = log.read_text().splitlines()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert 1 <= len(done) < 4
+    rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0
+    assert f"{len(done)} video(s) already scored" in rerun.stdout + rerun.stderr or len(done) == 0
+    lines = log.read_text().splitlines()
+    assert len(lines) == 4 and lines[:len(done)] == done  # finished ones were not redone
+
+
+def test_quality_paper_without_weights_fails_with_one_clear_line(tiny_kit, tmp_path):
+    run = subprocess.run([THEVAL, "evaluate", "--gt", tiny_kit.dir("gt"), "--out", str(tmp_path / "o"),
+                          "--quality", "paper", "--weights-store", str(tmp_path / "empty-store"), "--workers", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr
+    line = [x for x in run.stderr.splitlines() if x.startswith("error:")]
+    assert len(line) == 1 and "empty-store" in line[0] and "theval weights fetch" in line[0]
+
+
+def test_frame_stride_uses_every_nth_frame(tiny_kit, tmp_path):
+    out = tmp_path / "out"
+    run = theval("evaluate", "--gt", tiny_kit.dir("gt"), "--out", out, "--quality", "proxy",
+                 "--frame-stride", "2", "--quiet")
+    assert run.returncode == 0, run.stderr
+    for line in (out / "results.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        assert r["frames_used"] == (r["frames_total"] + 1) // 2
+        assert r["settings"]["frame_stride"] == 2

@@ -13,6 +13,7 @@ from ..orchestrator.inputs import parse_model_arg, plan
 from ..orchestrator.result_log import ResultLog
 from ..orchestrator.results import FAILED
 from ..orchestrator.settings import QUALITY_MODES, RunSettings
+from ..quality.backend import QualityBackend
 from ..scoring import tables
 from ..scoring.final_score import leaderboard
 
@@ -54,20 +55,36 @@ def register(sub):
     p.add_argument("--model", action="append", default=[], metavar="NAME=DIR",
                    help="a model's videos (repeatable)")
     p.add_argument("--out", required=True, metavar="DIR", help="where results are written")
+    p.add_argument("--mesh", default=None, metavar="HOST:PORT",
+                   help="score through a running mesh's evaluator (`theval mesh up`) instead of in-process; "
+                        "its allowed roots must hold the videos. --workers N keeps N videos in flight")
     add_run_options(p)
     p.set_defaults(func=run)
 
 
 def evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSettings, workers: int = 1,
-             gt_name: str = "GT", weights=None, weights_store=None, progress: bool = True):
-    """Score everything, write every output file; returns (board, results, paths)."""
+             gt_name: str = "GT", weights=None, weights_store=None, progress: bool = True, mesh: str | None = None):
+    """Score everything, write every output file; returns (board, results, paths).
+    mesh: HOST:PORT of an evaluator that scores the videos instead of in-process backends."""
     names = [gt_name] + [m for m, _ in models]
     items = plan([(gt_name, gt)] + list(models))
     if workers < 1:
         raise UserError("--workers must be at least 1")
+    # Resolve the quality models here, before any worker starts: missing weights for
+    # --quality paper stop the run with one clear line, and auto says what it chose.
+    # (Through a mesh, its quality service holds the weights.)
+    if not mesh:
+        quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=weights_store)
+        if progress:
+            print(quality.notice, file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     log = ResultLog(out / outputs.RESULTS_JSONL)
-    results = batch.run(items, settings, log, workers=workers, quality_store=weights_store, progress=progress)
+    engine = None
+    if mesh:
+        from ..orchestrator.mesh_client import MeshEngine
+        engine = MeshEngine(mesh, settings)
+    results = batch.run(items, settings, log, workers=workers, quality_store=weights_store, progress=progress,
+                        engine=engine)
     rows = aggregate.model_rows(results, names)
     if rows[0].provenance is None:
         raise UserError(f"no GT video could be scored (see {out / 'results.csv'}): nothing to compare with")
@@ -101,6 +118,6 @@ def run(args) -> int:
     models = [parse_model_arg(m) for m in args.model]
     board, results, paths = evaluate(args.gt, models, Path(args.out), settings, workers=args.workers,
                                      gt_name=args.gt_name, weights=args.weights,
-                                     weights_store=args.weights_store, progress=not args.quiet)
+                                     weights_store=args.weights_store, progress=not args.quiet, mesh=args.mesh)
     print_summary(board, results, paths)
     return EXIT_PARTIAL if partial(results) else EXIT_OK

@@ -3,6 +3,7 @@ import cv2
 import mediapipe as mp
 import numpy as np
 
+from ..common.native_logs import quiet_native_stderr
 from .passes import MeshPass
 
 BACKEND = f"mediapipe-facemesh {mp.__version__}"
@@ -13,11 +14,18 @@ class FaceTracker:
 
     def __init__(self, mesh_pass: MeshPass):
         self.mesh_pass = mesh_pass
-        self._mesh = mp.solutions.face_mesh.FaceMesh(
-            static_image_mode=mesh_pass.static, max_num_faces=1,
-            refine_landmarks=mesh_pass.refine,
-            min_detection_confidence=0.5, min_tracking_confidence=0.5)
         self.num_points = 478 if mesh_pass.refine else 468
+        self._mesh = None
+
+    def _start(self, image):
+        # The graph's threads print start-up lines until its first frame is through: create it
+        # and run that frame inside one quiet window.
+        with quiet_native_stderr():
+            p = self.mesh_pass
+            self._mesh = mp.solutions.face_mesh.FaceMesh(
+                static_image_mode=p.static, max_num_faces=1, refine_landmarks=p.refine,
+                min_detection_confidence=0.5, min_tracking_confidence=0.5)
+            return self._mesh.process(image)
 
     def process(self, rgb: np.ndarray) -> np.ndarray | None:
         image = rgb
@@ -25,14 +33,16 @@ class FaceTracker:
             image = cv2.resize(image, (256, 256))  # cv2's default bilinear, as the reference
         if self.mesh_pass.bgr:
             image = image[:, :, ::-1]
-        result = self._mesh.process(np.ascontiguousarray(image))
+        image = np.ascontiguousarray(image)
+        result = self._mesh.process(image) if self._mesh else self._start(image)
         if not result.multi_face_landmarks:
             return None
         lm = result.multi_face_landmarks[0].landmark
         return np.array([(p.x, p.y, p.z) for p in lm], dtype=np.float32)
 
     def close(self):
-        self._mesh.close()
+        if self._mesh:
+            self._mesh.close()
 
     def __enter__(self):
         return self

@@ -2,7 +2,9 @@
 the models once. Results are logged durably as they finish; finished videos are skipped."""
 import multiprocessing as mp
 import os
+import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from tqdm import tqdm
 
@@ -19,11 +21,16 @@ FRAME_TICK = 16  # frames per progress message from a worker
 def _init_worker(settings: RunSettings, quality_store, queue, threads: int):
     import torch
     torch.set_num_threads(threads)
-    _worker["engine"] = Engine(settings, quality_store)
     _worker["queue"] = queue
+    try:
+        _worker["engine"] = Engine(settings, quality_store)
+    except Exception as err:  # raised from the first task, else the pool respawns workers forever
+        _worker["error"] = err
 
 
 def _score_in_worker(item: Item) -> VideoResult:
+    if "error" in _worker:
+        raise _worker["error"]
     pending = [0]
 
     def tick(n):
@@ -57,8 +64,9 @@ def run(items: list[Item], settings: RunSettings, log: ResultLog, workers: int =
     videos = tqdm(total=len(items), initial=skipped, desc="videos", unit="video", disable=not progress,
                   position=0)
     frames = tqdm(desc="frames", unit="frame", disable=not progress, position=1)
-    if skipped and progress:
-        videos.write(f"resuming: {skipped} video(s) already scored with these settings are skipped")
+    if skipped:
+        videos.write(f"resuming: {skipped} video(s) already scored with these settings are skipped",
+                     file=sys.stderr)
     try:
         for it in [it for it in todo if it.missing]:
             result = _missing(it, settings)
@@ -66,7 +74,9 @@ def run(items: list[Item], settings: RunSettings, log: ResultLog, workers: int =
             _report(result, videos)
             videos.update(1)
         todo = [it for it in todo if not it.missing]
-        if workers <= 1 or len(todo) <= 1:
+        if engine is not None and getattr(engine, "concurrent", False) and workers > 1:
+            _run_threads(todo, engine, log, workers, videos, frames)
+        elif workers <= 1 or len(todo) <= 1:
             engine = engine or Engine(settings, quality_store)
             for it in todo:
                 result = engine.score_video(it.video, it.model, on_frames=frames.update)
@@ -80,6 +90,23 @@ def run(items: list[Item], settings: RunSettings, log: ResultLog, workers: int =
         videos.close()
     wanted = {(it.model, it.video) for it in items}
     return [r for r in log.results(key) if (r.model, r.video) in wanted]
+
+
+def _run_threads(todo, engine, log, workers, videos, frames):
+    """`workers` calls in flight on a thread-safe engine (the mesh client: the work is remote)."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        running = [pool.submit(engine.score_video, it.video, it.model) for it in todo]
+        try:
+            for done in as_completed(running):
+                result = done.result()
+                frames.update(result.frames_total)
+                log.append(result)
+                _report(result, videos)
+                videos.update(1)
+        except BaseException:
+            for f in running:
+                f.cancel()
+            raise
 
 
 def _run_pool(todo, settings, log, workers, quality_store, videos, frames):
