@@ -52,10 +52,13 @@ def plot_leaderboard(board: Leaderboard, path: Path):
     fig.colorbar(im, ax=ax, fraction=0.03)
     finals = [r.final for r in rows]
     bx.barh(range(len(rows)), finals, color="tab:blue")
+    for i, f in enumerate(finals):
+        if not math.isnan(f):
+            bx.text(max(f, 0) + 0.01, i, f"{f:.3f}", va="center", fontsize=7)
     bx.set_yticks(range(len(rows)), [])
     bx.invert_yaxis()
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    bx.set_xlim(min(0, np.nanmin(finals) if finals else 0), 1)
+    bx.set_xlim(min(0, np.nanmin(finals) if finals else 0), 1.15)
     bx.set_title("Final score", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
