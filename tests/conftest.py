@@ -9,15 +9,16 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 
-def write_clip(path, frames=10, size=(64, 48), fps=25, audio_rate=16000, channels=1, tone=None):
+def write_clip(path, frames=10, size=(64, 48), fps=25, audio_rate=16000, channels=1, tone=None,
+               video_codec="libx264", audio_codec="aac"):
     """A small real video file: a moving gradient, and a sine tone per channel (None: no audio)."""
     w, h = size
     out = av.open(str(path), "w")
-    vs = out.add_stream("libx264", rate=fps)
+    vs = out.add_stream(video_codec, rate=fps)
     vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"
     aus = None
     if tone is not None:
-        aus = out.add_stream("aac", rate=audio_rate)
+        aus = out.add_stream(audio_codec, rate=audio_rate)
         aus.layout = "mono" if channels == 1 else "stereo"
     for i in range(frames):
         img = np.zeros((h, w, 3), np.uint8)

@@ -70,3 +70,19 @@ def test_limits_on_resolution_and_duration(clip_writer):
 def _write(path, data: bytes):
     path.write_bytes(data)
     return path
+
+
+@pytest.mark.parametrize("name, video_codec, audio_codec, rate", [
+    ("clip.mov", "libx264", "aac", 16000),
+    ("clip.mkv", "libx264", "aac", 16000),
+    ("clip.avi", "mpeg4", "libmp3lame", 16000),
+    ("clip.webm", "libvpx-vp9", "libopus", 48000),
+])
+def test_every_supported_container_decodes(clip_writer, name, video_codec, audio_codec, rate):
+    path = clip_writer(name, frames=25, tone=[0.5], video_codec=video_codec, audio_codec=audio_codec,
+                       audio_rate=rate)
+    r = MediaReader(path)
+    frames = list(r.frames())
+    assert len(frames) == 25 and r.info.fps == 25.0
+    assert r.audio is not None and abs(r.audio.duration_s - 1.0) < 0.15
+    assert np.sqrt(np.mean(r.audio.samples[r.audio.rate // 4: r.audio.rate // 2] ** 2)) == pytest.approx(0.354, abs=0.05)
