@@ -1,9 +1,9 @@
 import os
-import socket
 
 import av
 import numpy as np
 import pytest
+from netguard import block_network
 
 # Keep torch/onnx from oversubscribing the 2 cores when tests run model code.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
@@ -49,21 +49,6 @@ def clip_writer(tmp_path):
     def make(name="clip.mp4", **kw):
         return write_clip(tmp_path / name, **kw)
     return make
-
-
-class NetworkBlocked(OSError):
-    pass
-
-
-def block_network(mp, attempts: list):
-    """Make every socket connection and DNS lookup fail, recording each attempt."""
-    def deny(*args, **kwargs):
-        attempts.append(args)
-        raise NetworkBlocked("network access attempted in a test")
-
-    for obj, name in ((socket.socket, "connect"), (socket.socket, "connect_ex"),
-                      (socket, "create_connection"), (socket, "getaddrinfo")):
-        mp.setattr(obj, name, deny)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Quality backend: the real pyiqa loading path offline, the proxy, auto mode, mouth batching."""
-from conftest import block_network
+from netguard import block_network
 
 import numpy as np
 import pytest
