@@ -6,23 +6,27 @@ import sys
 from theval_mesh.common.errors import UserError
 
 # module name under theval_mesh.commands -> registered there with register(subparsers)
-COMMANDS = ("evaluate", "demo", "score", "synth", "weights")
+COMMANDS = ("evaluate", "demo", "score", "synth", "weights", "serve", "mesh")
 
 # Exit codes shared by every command.
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """only: register just this command (its imports alone: a mesh service does not load the
+    models of every other command, which costs seconds and ~1 GB per process)."""
     parser = argparse.ArgumentParser(
         prog="theval", description="THEval: score talking-head videos on 8 metrics and a Final Score.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"theval_mesh.commands.{name}").register(sub)
+        if only is None or name == only:
+            importlib.import_module(f"theval_mesh.commands.{name}").register(sub)
     return parser
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     try:
         return int(args.func(args) or EXIT_OK)
     except KeyboardInterrupt:

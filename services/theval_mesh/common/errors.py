@@ -23,3 +23,28 @@ class VideoError(UserError):
 
 class WeightsMissing(UserError):
     """A model's weights are not in the weights store."""
+
+
+class InputTooLarge(VideoError):
+    """A video over a size, duration or resolution limit (RESOURCE_EXHAUSTED over gRPC)."""
+
+
+class AccessDenied(UserError):
+    """A path or URI outside the roots a server may read (PERMISSION_DENIED over gRPC)."""
+
+
+class NotFound(UserError):
+    """A named thing (e.g. a GT reference set) that does not exist (NOT_FOUND over gRPC)."""
+
+
+class AlreadyExists(UserError):
+    """A name that is taken (ALREADY_EXISTS over gRPC)."""
+
+
+class ServiceError(Exception):
+    """A call to another service of the mesh failed. `code` is the gRPC status code's name
+    (e.g. "UNAVAILABLE"); the evaluator answers its own caller with the same code."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code

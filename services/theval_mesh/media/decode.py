@@ -11,7 +11,7 @@ import av
 import numpy as np
 from scipy.signal import resample_poly
 
-from ..common.errors import VideoError
+from ..common.errors import InputTooLarge, VideoError
 from .limits import Limits
 
 VAD_RATE = 16000
@@ -72,7 +72,7 @@ class MediaReader:
         self.limits = limits
         size = os.path.getsize(self.path) if os.path.isfile(self.path) else 0
         if size > limits.max_bytes:
-            raise VideoError(self.path, f"file is {size / 1e6:.0f} MB, over the {limits.max_bytes / 1e6:.0f} MB "
+            raise InputTooLarge(self.path, f"file is {size / 1e6:.0f} MB, over the {limits.max_bytes / 1e6:.0f} MB "
                                         "limit (raise THEVAL_MAX_BYTES)")
         self._container = _open(self.path)
         if not self._container.streams.video:
@@ -102,11 +102,11 @@ class MediaReader:
         i, lim = self.info, self.limits
         if max(i.width, i.height) > lim.max_side_px:
             self.close()
-            raise VideoError(self.path, f"resolution {i.width}x{i.height} is over the {lim.max_side_px} px limit "
+            raise InputTooLarge(self.path, f"resolution {i.width}x{i.height} is over the {lim.max_side_px} px limit "
                                         "(raise THEVAL_MAX_SIDE_PX or downscale the video)")
         if i.duration_s > lim.max_duration_s:
             self.close()
-            raise VideoError(self.path, f"duration {i.duration_s:.0f} s is over the {lim.max_duration_s:.0f} s "
+            raise InputTooLarge(self.path, f"duration {i.duration_s:.0f} s is over the {lim.max_duration_s:.0f} s "
                                         "limit (raise THEVAL_MAX_DURATION_S or split the video)")
 
     def frames(self) -> Iterator[tuple[int, np.ndarray]]:

@@ -1,0 +1,1 @@
+"""The THEval gRPC API (versioned packages)."""

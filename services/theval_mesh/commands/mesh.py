@@ -1,0 +1,119 @@
+"""`theval mesh up`: the whole gRPC metric mesh on this machine, one process per service."""
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+
+from ..common import config
+from ..common.errors import UserError
+from ..common.launcher import ServiceProcess, stop_all
+
+STOP_ORDER = ("evaluator",) + config.DEPENDENCIES  # the evaluator first, so its calls can finish
+EVALUATOR_PORT, EVALUATOR_METRICS_PORT = 50051, 9464
+
+
+def register(sub):
+    p = sub.add_parser("mesh", help="run the gRPC metric mesh on this machine",
+                       description="`theval mesh up` starts the landmarks, headpose, quality, audio and "
+                                   "evaluator services, each as its own process on loopback ports, and "
+                                   "prints their addresses. Ctrl-C stops them all.")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    up = actions.add_parser("up", help="start every service; Ctrl-C stops them")
+    config.add_options(up)
+    up.set_defaults(func=run, port=None, metrics_port=None)
+    for action in up._actions:  # the evaluator's ports; the other services take free ports
+        if action.dest == "port":
+            action.help = f"the evaluator's gRPC port (default {EVALUATOR_PORT}) [env THEVAL_PORT]"
+        elif action.dest == "metrics_port":
+            action.help = (f"the evaluator's /metrics port (default {EVALUATOR_METRICS_PORT}) "
+                           "[env THEVAL_METRICS_PORT]")
+
+
+def _flags(args, service: str) -> list[str]:
+    """The options given on the command line that `service` takes, as its flags."""
+    out = []
+    for o in config.OPTIONS:
+        value = getattr(args, o.dest, None)
+        if value is None or service not in o.services or o.dest in ("port", "metrics_port"):
+            continue
+        if o.kind is bool:
+            out.append(o.flag)
+        elif o.kind is list:
+            for v in value:
+                out += [o.flag, v]
+        else:
+            out += [o.flag, str(value)]
+    return out
+
+
+def _check(args):
+    """Validate every service's settings before starting anything."""
+    for service in config.SERVICES:
+        probe = argparse.Namespace(**vars(args))
+        probe.port = probe.metrics_port = 0
+        for d in config.DEPENDENCIES:
+            setattr(probe, f"{d}_addr", "127.0.0.1:1")  # known once they run
+        config.load(service, probe)
+
+
+def _interrupt(*_):
+    raise KeyboardInterrupt
+
+
+def _echo(service, line):
+    print(f"[{service}] {line}", flush=True)
+
+
+def run(args) -> int:
+    if args.port is None:
+        args.port = int(os.environ.get("THEVAL_PORT") or EVALUATOR_PORT)
+    if args.metrics_port is None:
+        args.metrics_port = int(os.environ.get("THEVAL_METRICS_PORT") or EVALUATOR_METRICS_PORT)
+    _check(args)
+    signal.signal(signal.SIGTERM, _interrupt)
+    procs: dict[str, ServiceProcess] = {}
+    stopping = threading.Event()
+    try:
+        for d in config.DEPENDENCIES:  # started together: each takes seconds to import its models
+            procs[d] = ServiceProcess(d, _flags(args, d), echo=_echo).spawn(0, 0)
+        for d in config.DEPENDENCIES:
+            procs[d].wait_listening()
+        deps = [f for d in config.DEPENDENCIES for f in (f"--{d}-addr", procs[d].address)]
+        procs["evaluator"] = ServiceProcess("evaluator", _flags(args, "evaluator") + deps, echo=_echo).start(
+            args.port, args.metrics_port)
+        print("theval mesh: waiting for the models to load ...", flush=True)
+        for p in procs.values():
+            p.wait_for("SERVING", timeout=600)
+        print("theval mesh is up:")
+        for name in STOP_ORDER:
+            p = procs[name]
+            print(f"  {name:<10} {p.address:<22} metrics {p.metrics_url}")
+        print(f"Evaluate at {procs['evaluator'].address} (theval.v1.EvaluatorService). Ctrl-C stops the mesh.",
+              flush=True)
+        _supervise(procs, stopping)
+    except KeyboardInterrupt:
+        print("\ntheval mesh: stopping ...", file=sys.stderr, flush=True)
+    except RuntimeError as err:
+        raise UserError(f"the mesh could not start: {err}") from None
+    finally:
+        stopping.set()
+        codes = stop_all(list(procs.values()), first=("evaluator",))
+    if any(c not in (0, None) for c in codes.values()):
+        print("theval mesh: stopped; exit codes " + ", ".join(f"{k} {v}" for k, v in codes.items()),
+              file=sys.stderr)
+        return 1
+    print("theval mesh: stopped", file=sys.stderr)
+    return 0
+
+
+def _supervise(procs: dict, stopping: threading.Event):
+    """A service that dies is started again on the same ports."""
+    while not stopping.wait(0.5):
+        for name, p in procs.items():
+            if not p.alive():
+                print(f"theval mesh: {name} exited with code {p.proc.returncode}; restarting it on "
+                      f"{p.address}", file=sys.stderr, flush=True)
+                time.sleep(1.0)
+                p.start()

@@ -1,0 +1,229 @@
+"""Settings of a mesh server: one object from flags and THEVAL_* environment variables.
+
+A flag wins over its environment variable, which wins over the default. Everything is checked
+at start-up; a missing required setting stops the server with a message naming the flag and
+the variable. Every option is declared once, in OPTIONS.
+"""
+import argparse
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..media.limits import Limits
+from ..metrics.profiles import PROFILES, REFERENCE
+from ..orchestrator.settings import QUALITY_MODES, RunSettings
+from .errors import UserError
+
+DEPENDENCIES = ("landmarks", "headpose", "quality", "audio")  # what the evaluator calls
+SERVICES = DEPENDENCIES + ("evaluator",)
+READS_VIDEOS = ("landmarks", "quality", "audio", "evaluator")
+MIB = 1024 ** 2
+
+
+@dataclass(frozen=True)
+class Option:
+    dest: str
+    env: str
+    help: str
+    kind: type = str          # str, int, float, bool, list (list: repeatable flag, os.pathsep in env)
+    default: object = None
+    services: tuple = SERVICES  # which services take it
+    required: tuple = ()        # for which services it must be set
+    choices: tuple | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.dest.replace("_", "-")
+
+
+OPTIONS = (
+    Option("host", "THEVAL_HOST", "address to listen on (default 127.0.0.1: loopback only)",
+           default="127.0.0.1"),
+    Option("port", "THEVAL_PORT", "gRPC port (0: any free port, printed at start-up)", int,
+           required=SERVICES),
+    Option("metrics_port", "THEVAL_METRICS_PORT", "Prometheus /metrics HTTP port (0: any free port)", int,
+           required=SERVICES),
+    Option("allow_root", "THEVAL_ALLOWED_ROOTS",
+           f"a folder whose videos may be read by URI (repeatable; env: folders joined by '{os.pathsep}')",
+           list, services=READS_VIDEOS, required=READS_VIDEOS),
+    Option("max_video_bytes", "THEVAL_MAX_VIDEO_BYTES", "largest video accepted as bytes (default 64 MiB)",
+           int, 64 * MIB, services=READS_VIDEOS),
+    Option("max_message_bytes", "THEVAL_MAX_MESSAGE_BYTES",
+           "largest message between services: video bytes plus landmark arrays (default 1 GiB)",
+           int, 1024 * MIB),
+    Option("max_side_px", "THEVAL_MAX_SIDE_PX", "largest video side accepted, px", int, 4096,
+           services=READS_VIDEOS),
+    Option("max_duration_s", "THEVAL_MAX_DURATION_S", "longest video accepted, s", float, 600.0,
+           services=READS_VIDEOS),
+    Option("workers", "THEVAL_WORKERS", "gRPC worker threads: calls served at once (default 8)", int, 8),
+    Option("grace_s", "THEVAL_GRACE_S", "on SIGTERM, time in-flight calls get to finish (default 30 s)",
+           float, 30.0),
+    # The run settings: the evaluator's defaults; the quality service loads these models first.
+    Option("profile", "THEVAL_PROFILE", "default metric profile", default=REFERENCE, choices=PROFILES,
+           services=("quality", "evaluator")),
+    Option("quality", "THEVAL_QUALITY", "default quality mode (the quality service loads it at start-up)",
+           default="auto", choices=QUALITY_MODES, services=("quality", "evaluator")),
+    Option("frame_stride", "THEVAL_FRAME_STRIDE", "default frame stride", int, 1, services=("evaluator",)),
+    Option("exact_reference", "THEVAL_EXACT_REFERENCE", "default: the reference's own FaceMesh passes",
+           bool, False, services=("evaluator",)),
+    Option("normalise_translation", "THEVAL_NORMALISE_TRANSLATION",
+           "default: head-motion translation at 512 px", bool, False, services=("evaluator",)),
+    Option("weights_store", "THEVAL_WEIGHTS", "quality model weights folder", services=("quality",)),
+    # The evaluator
+    Option("store", "THEVAL_STORE", "SQLite file of the GT reference sets and scored videos (created if absent)",
+           services=("evaluator",), required=("evaluator",)),
+    *(Option(f"{d}_addr", f"THEVAL_{d.upper()}_ADDR", f"HOST:PORT of the {d} service",
+             services=("evaluator",), required=("evaluator",)) for d in DEPENDENCIES),
+    Option("call_timeout_s", "THEVAL_CALL_TIMEOUT_S",
+           "deadline of each call to a service, within the caller's own (default 600 s)", float, 600.0,
+           services=("evaluator",)),
+    Option("retries", "THEVAL_RETRIES", "retries of a call that found its service UNAVAILABLE (default 3)",
+           int, 3, services=("evaluator",)),
+    Option("concurrency", "THEVAL_CONCURRENCY",
+           "videos of one EvaluateStream or CreateReference scored at once (default 2)", int, 2,
+           services=("evaluator",)),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    service: str
+    host: str
+    port: int
+    metrics_port: int
+    allowed_roots: tuple = ()
+    max_video_bytes: int = 64 * MIB
+    max_message_bytes: int = 1024 * MIB
+    limits: Limits = field(default_factory=Limits)
+    workers: int = 8
+    grace_s: float = 30.0
+    run: RunSettings = field(default_factory=RunSettings)
+    weights_store: str | None = None
+    store: str | None = None
+    dependencies: dict = field(default_factory=dict)  # service name -> HOST:PORT
+    call_timeout_s: float = 600.0
+    retries: int = 3
+    concurrency: int = 2
+
+
+def add_options(parser: argparse.ArgumentParser, services=SERVICES):
+    """Flags for the options any of `services` takes. Defaults stay None so that load() can tell
+    a flag from an environment variable."""
+    for o in OPTIONS:
+        if not set(o.services) & set(services):
+            continue
+        shown = "" if o.default in (None, False) or "default" in o.help else f" (default {o.default})"
+        text = f"{o.help}{shown} [env {o.env}]"
+        if o.kind is bool:
+            parser.add_argument(o.flag, dest=o.dest, action="store_const", const=True, help=text)
+        elif o.kind is list:
+            parser.add_argument(o.flag, dest=o.dest, action="append", metavar="DIR", help=text)
+        else:
+            unit = o.dest.split("_")[-1].upper()
+            metavar = None if o.choices else unit if unit in ("PORT", "BYTES", "PX", "S", "ADDR") else \
+                "N" if o.kind is int else {"store": "FILE", "weights_store": "DIR"}.get(o.dest, unit)
+            parser.add_argument(o.flag, dest=o.dest, type=o.kind, choices=o.choices, metavar=metavar, help=text)
+
+
+def _value(o: Option, args, environ):
+    given = getattr(args, o.dest, None)
+    if given is not None:
+        return given, o.flag
+    text = environ.get(o.env)
+    if text is None or text == "":
+        return o.default, None
+    try:
+        if o.kind is bool:
+            if text.lower() not in ("1", "true", "yes", "0", "false", "no"):
+                raise ValueError
+            return text.lower() in ("1", "true", "yes"), o.env
+        if o.kind is list:
+            return [p for p in text.split(os.pathsep) if p], o.env
+        value = o.kind(text)
+    except ValueError:
+        raise UserError(f"{o.env}={text!r} is not a valid {o.kind.__name__}: {o.help}") from None
+    if o.choices and value not in o.choices:
+        raise UserError(f"{o.env}={text!r}: use one of {', '.join(o.choices)}")
+    return value, o.env
+
+
+def load(service: str, args=None, environ=None) -> Config:
+    """The checked Config of `service` from parsed flags and the environment."""
+    if service not in SERVICES:
+        raise UserError(f"unknown service {service!r}: use one of {', '.join(SERVICES)}")
+    args = args if args is not None else argparse.Namespace()
+    environ = os.environ if environ is None else environ
+    v, origin = {}, {}
+    for o in OPTIONS:
+        if service not in o.services:
+            continue
+        v[o.dest], origin[o.dest] = _value(o, args, environ)
+        if service in o.required and v[o.dest] in (None, []):
+            raise UserError(f"missing required setting {o.flag} (or {o.env}) for the {service} "
+                            f"service: {o.help}")
+
+    def where(dest):
+        o = next(o for o in OPTIONS if o.dest == dest)
+        return origin.get(dest) or f"{o.flag} (or {o.env})"
+
+    def check(dest, ok, what):
+        if dest in v and v[dest] is not None and not ok(v[dest]):
+            raise UserError(f"{where(dest)}={v[dest]!r}: {what}")
+
+    for dest in ("port", "metrics_port"):
+        check(dest, lambda p: 0 <= p <= 65535, "must be a port number 0-65535 (0: any free port)")
+    for dest in ("max_video_bytes", "max_message_bytes", "max_side_px", "workers", "frame_stride",
+                 "concurrency"):
+        check(dest, lambda x: x >= 1, "must be at least 1")
+    for dest in ("max_duration_s", "call_timeout_s"):
+        check(dest, lambda x: x > 0, "must be more than 0")
+    for dest in ("grace_s", "retries"):
+        check(dest, lambda x: x >= 0, "must not be negative")
+    check("max_message_bytes", lambda x: x < 2 ** 31, "must be under 2 GiB (gRPC's limit)")
+    if "max_video_bytes" in v and v["max_video_bytes"] + MIB > v["max_message_bytes"]:
+        raise UserError(f"{where('max_video_bytes')}={v['max_video_bytes']} must be at least 1 MiB under "
+                        f"{where('max_message_bytes')}={v['max_message_bytes']}")
+
+    roots = []
+    for root in v.get("allow_root") or []:
+        p = Path(root).expanduser()
+        if not p.is_dir():
+            raise UserError(f"{where('allow_root')}: allowed root {root!r} is not an existing folder")
+        roots.append(os.path.realpath(p))
+
+    deps = {}
+    for d in DEPENDENCIES if service == "evaluator" else ():
+        address = v[f"{d}_addr"]
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UserError(f"{where(d + '_addr')}={address!r}: expected HOST:PORT, e.g. 127.0.0.1:50052")
+        deps[d] = address
+
+    store = v.get("store")
+    if store is not None:
+        parent = Path(store).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise UserError(f"{where('store')}={store!r}: folder {parent} does not exist")
+        store = str(Path(store).expanduser().resolve())
+
+    try:
+        run = RunSettings(profile=v.get("profile") or REFERENCE, quality=v.get("quality") or "auto",
+                          frame_stride=v.get("frame_stride") or 1,
+                          exact_reference=bool(v.get("exact_reference")),
+                          normalise_translation=bool(v.get("normalise_translation")),
+                          limits=_limits(v))
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    keep = {k: v[k] for k in ("max_video_bytes", "max_message_bytes", "workers", "grace_s", "weights_store",
+                              "call_timeout_s", "retries", "concurrency") if k in v}
+    return Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],
+                  allowed_roots=tuple(roots), run=run, limits=run.limits, store=store, dependencies=deps,
+                  **keep)
+
+
+def _limits(v) -> Limits:
+    """Size limits; a video given as bytes is limited by max_video_bytes before it is decoded."""
+    base = Limits()
+    return Limits(max_side_px=v.get("max_side_px") or base.max_side_px,
+                  max_duration_s=v.get("max_duration_s") or base.max_duration_s,
+                  max_bytes=base.max_bytes)

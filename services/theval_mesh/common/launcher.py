@@ -1,0 +1,140 @@
+"""Start mesh services as child processes (`theval serve ...`), learn their addresses, wait for
+their health, stop them gracefully. Used by `theval mesh up`, the tests and the benchmarks."""
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+READY = re.compile(r"^(\w+): listening on (\S+):(\d+), metrics on (http://\S+/metrics)")
+# MediaPipe and TensorFlow Lite log every graph start at INFO/WARNING on stderr.
+QUIET = {"GLOG_minloglevel": "2", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+class ServiceProcess:
+    """One `theval serve SERVICE` child. Its stdout is read continuously (the ready line gives
+    the bound ports, the rest is copied to `echo`); stderr goes to `stderr` (a file or None)."""
+
+    def __init__(self, service: str, args=(), env=None, stderr=None, echo=None):
+        self.service, self.args = service, list(args)
+        self.env = {**os.environ, **QUIET, **(env or {})}
+        self.stderr, self.echo = stderr, echo
+        self.proc: subprocess.Popen | None = None
+        self.port = self.metrics_port = 0
+        self.host = "127.0.0.1"
+        self.metrics_url = ""
+        self._signalled = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, port: int | None = None, metrics_port: int | None = None, timeout: float = 120) -> "ServiceProcess":
+        """spawn(), then wait_listening()."""
+        return self.spawn(port, metrics_port).wait_listening(timeout)
+
+    def spawn(self, port: int | None = None, metrics_port: int | None = None) -> "ServiceProcess":
+        """Start the process. Ports default to the last ones used (a restart keeps its
+        address), else any free port."""
+        port = self.port if port is None else port
+        metrics_port = self.metrics_port if metrics_port is None else metrics_port
+        cmd = [sys.executable, "-m", "theval_mesh.cli", "serve", self.service, "--port", str(port),
+               "--metrics-port", str(metrics_port), *self.args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, env=self.env, text=True,
+                                     start_new_session=True)  # Ctrl-C reaches the launcher only
+        self._lines: queue.Queue = queue.Queue()
+        self._cmd = cmd
+        threading.Thread(target=self._read, args=(self.proc, self._lines), daemon=True).start()
+        return self
+
+    def wait_listening(self, timeout: float = 120) -> "ServiceProcess":
+        """Wait for the line that gives the bound ports (not for health)."""
+        lines, cmd = self._lines, self._cmd
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                line = lines.get(timeout=max(0.01, end - time.monotonic()))
+            except queue.Empty:
+                self.kill()
+                raise RuntimeError(f"{self.service} did not start within {timeout:.0f} s") from None
+            if line is None:
+                raise RuntimeError(f"{self.service} exited with code {self.proc.wait()} before listening "
+                                   f"(command: {' '.join(cmd)})")
+            match = READY.match(line)
+            if match:
+                self.host, self.port, self.metrics_url = match.group(2), int(match.group(3)), match.group(4)
+                self.metrics_port = int(self.metrics_url.rsplit(":", 1)[1].split("/")[0])
+                return self
+
+    def _read(self, proc, lines):
+        ready = False
+        for line in proc.stdout:
+            if not ready:
+                lines.put(line)
+                ready = bool(READY.match(line))
+            elif self.echo:
+                self.echo(self.service, line.rstrip("\n"))
+        lines.put(None)
+
+    def health(self, timeout: float = 1.0) -> str:
+        """SERVING, NOT_SERVING, ... or DOWN when it does not answer."""
+        with grpc.insecure_channel(self.address) as channel:
+            try:
+                status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+            except grpc.RpcError:
+                return "DOWN"
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(status.status)
+
+    def wait_for(self, status: str = "SERVING", timeout: float = 120) -> "ServiceProcess":
+        end = time.monotonic() + timeout
+        while (now := self.health()) != status:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.service} exited with code {self.proc.returncode}")
+            if time.monotonic() > end:
+                raise RuntimeError(f"{self.service} is {now}, not {status}, after {timeout:.0f} s")
+            time.sleep(0.1)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal_stop(self):
+        """SIGTERM, once: a second one could land after the server restored the default
+        handler on its way out, and kill it."""
+        if self.proc is not None and self.proc.poll() is None and self._signalled is not self.proc:
+            self._signalled = self.proc
+            self.proc.send_signal(signal.SIGTERM)
+
+    def terminate(self, timeout: float = 60) -> int | None:
+        """SIGTERM (graceful), then SIGKILL after `timeout`; returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.signal_stop()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.wait()
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def stop_all(procs, first=(), timeout: float = 60) -> dict:
+    """SIGTERM `first` and wait for them (e.g. the evaluator, whose calls use the others),
+    then SIGTERM the rest together and wait; returns {service: exit code}."""
+    codes = {p.service: p.terminate(timeout) for p in procs if p.service in first}
+    rest = [p for p in procs if p.service not in first]
+    for p in rest:
+        p.signal_stop()
+    codes.update({p.service: p.terminate(timeout) for p in rest})
+    return codes

@@ -1,0 +1,64 @@
+"""The engine's interface over a running mesh: `theval evaluate --mesh HOST:PORT` scores each
+video with the evaluator's Evaluate call instead of in-process, and writes the same files."""
+import os
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ..api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
+from ..common.errors import UserError
+from ..servicers import wire
+from ..servicers.evaluator import RESULT_TRAILER
+from .results import VideoResult
+from .settings import RunSettings
+
+READY_TIMEOUT_S = 10.0
+
+
+class MeshEngine:
+    """score_video() like Engine's, through the evaluator. Thread-safe: batch.run may call it
+    from several threads at once (`--workers N` calls in flight)."""
+    concurrent = True
+
+    def __init__(self, address: str, settings: RunSettings, timeout_s: float = 3600.0):
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise UserError(f"--mesh {address!r}: expected HOST:PORT of the evaluator, e.g. 127.0.0.1:50051")
+        self.address, self.settings, self.timeout_s = address, settings, timeout_s
+        self.channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 << 20)])
+        self.stub = evaluator_pb2_grpc.EvaluatorServiceStub(self.channel)
+        self._check_serving()
+
+    def _check_serving(self):
+        try:
+            status = health_pb2_grpc.HealthStub(self.channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=READY_TIMEOUT_S, wait_for_ready=True).status
+        except grpc.RpcError as err:
+            raise UserError(f"no evaluator answers at {self.address} ({err.code().name}): start the mesh "
+                            "with `theval mesh up`") from None
+        if status != health_pb2.HealthCheckResponse.SERVING:
+            raise UserError(f"the evaluator at {self.address} is not serving yet (models loading, or a service "
+                            "it needs is down): see the `theval mesh up` output")
+
+    def score_video(self, path, model: str = "", on_frames=None) -> VideoResult:
+        # The evaluator reads the file itself: its allowed roots must include it.
+        uri = os.path.abspath(path)
+        request = evaluator_pb2.EvaluateRequest(video=common_pb2.VideoRef(uri=uri), name=str(path), model=model,
+                                                settings=wire.settings_to_proto(self.settings))
+        try:
+            response = self.stub.Evaluate(request, timeout=self.timeout_s)
+            result = wire.result_from_proto(response.result)
+        except grpc.RpcError as err:
+            trailer = dict(err.trailing_metadata() or ()).get(RESULT_TRAILER)
+            if trailer is None:  # the mesh failed, not the video: stop rather than record it
+                raise UserError(f"the mesh at {self.address} could not score {path}: "
+                                f"{err.code().name}: {err.details()}") from None
+            result = wire.result_from_proto(evaluator_pb2.VideoResult.FromString(trailer))
+            if result.reason:  # name the file as the user did, not as the server resolved it
+                result.reason = result.reason.replace(os.path.realpath(path), str(path))
+        if on_frames:
+            on_frames(result.frames_total)
+        return result
+
+    def close(self):
+        self.channel.close()

@@ -1,0 +1,114 @@
+"""GT reference sets and the videos scored against them, in SQLite (WAL mode, fsynced commits).
+
+A reference set keeps its per-video results, the mean of every metric (RawRow values, with the
+number of videos behind each), the settings and the provenance they were scored with.
+"""
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..scoring.final_score import RawRow
+from .results import VideoResult
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS reference_sets (
+    name TEXT PRIMARY KEY, created REAL NOT NULL, settings TEXT NOT NULL, provenance TEXT NOT NULL,
+    raw TEXT NOT NULL, counts TEXT NOT NULL, videos INTEGER NOT NULL, scored INTEGER NOT NULL,
+    failures TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reference_videos (
+    reference TEXT NOT NULL, video TEXT NOT NULL, result TEXT NOT NULL, PRIMARY KEY (reference, video));
+CREATE TABLE IF NOT EXISTS scored_videos (
+    reference TEXT NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, result TEXT NOT NULL,
+    created REAL NOT NULL, PRIMARY KEY (reference, model, video));
+"""
+
+
+@dataclass
+class Reference:
+    name: str
+    settings: dict            # RunSettings.key()
+    provenance: dict
+    raw: dict                 # canonical metric name -> mean over the scored videos
+    counts: dict              # canonical metric name -> videos behind the mean
+    videos: int
+    scored: int
+    failures: list = field(default_factory=list)  # [(video, reason)]
+    created: float = 0.0
+
+    def row(self) -> RawRow:
+        return RawRow(self.name, self.raw, self.counts, self.provenance)
+
+
+class ReferenceStore:
+    def __init__(self, path):
+        self.path = str(path)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")  # a commit is on disk before we answer
+            self._db.executescript(SCHEMA)
+
+    def _write(self, statements):
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, args in statements:
+                    self._db.execute(sql, args)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _rows(self, sql, args=()):
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def put(self, ref: Reference, results: list[VideoResult]):
+        """Store (or replace) a reference set and its per-video results, atomically."""
+        ref.created = ref.created or time.time()
+        self._write([
+            ("DELETE FROM reference_sets WHERE name = ?", (ref.name,)),
+            ("DELETE FROM reference_videos WHERE reference = ?", (ref.name,)),
+            # Videos scored against the old set may have used other settings: start afresh.
+            ("DELETE FROM scored_videos WHERE reference = ?", (ref.name,)),
+            ("INSERT INTO reference_sets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             (ref.name, ref.created, json.dumps(ref.settings), json.dumps(ref.provenance), json.dumps(ref.raw),
+              json.dumps(ref.counts), ref.videos, ref.scored, json.dumps(ref.failures))),
+        ] + [("INSERT OR REPLACE INTO reference_videos VALUES (?, ?, ?)", (ref.name, r.video, r.to_json()))
+             for r in results])
+
+    def get(self, name: str) -> Reference | None:
+        rows = self._rows("SELECT name, created, settings, provenance, raw, counts, videos, scored, failures "
+                          "FROM reference_sets WHERE name = ?", (name,))
+        return _reference(rows[0]) if rows else None
+
+    def all(self) -> list[Reference]:
+        return [_reference(r) for r in self._rows(
+            "SELECT name, created, settings, provenance, raw, counts, videos, scored, failures "
+            "FROM reference_sets ORDER BY name")]
+
+    def reference_videos(self, name: str) -> list[VideoResult]:
+        return [VideoResult.from_json(r[0]) for r in self._rows(
+            "SELECT result FROM reference_videos WHERE reference = ? ORDER BY video", (name,))]
+
+    def add_scored(self, reference: str, result: VideoResult):
+        self._write([("INSERT OR REPLACE INTO scored_videos VALUES (?, ?, ?, ?, ?)",
+                      (reference, result.model, result.video, result.to_json(), time.time()))])
+
+    def scored(self, reference: str) -> list[VideoResult]:
+        return [VideoResult.from_json(r[0]) for r in self._rows(
+            "SELECT result FROM scored_videos WHERE reference = ? ORDER BY model, video", (reference,))]
+
+    def close(self):
+        with self._lock:
+            self._db.close()
+
+
+def _reference(row) -> Reference:
+    name, created, settings, provenance, raw, counts, videos, scored, failures = row
+    return Reference(name=name, created=created, settings=json.loads(settings), provenance=json.loads(provenance),
+                     raw=json.loads(raw), counts=json.loads(counts), videos=videos, scored=scored,
+                     failures=[tuple(f) for f in json.loads(failures)])

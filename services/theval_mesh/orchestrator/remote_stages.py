@@ -1,0 +1,145 @@
+"""The stages of one video run by the mesh's services over gRPC (the evaluator's side).
+
+Same composition as the embedded engine (stages.score); only where the work runs differs:
+audio and landmarks run at once, then head pose beside quality. Each call gets a deadline
+within the caller's own and a few retries when its service is UNAVAILABLE.
+"""
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from ..api.v1 import (
+    audio_pb2,
+    audio_pb2_grpc,
+    common_pb2,
+    headpose_pb2,
+    headpose_pb2_grpc,
+    landmarks_pb2,
+    landmarks_pb2_grpc,
+    quality_pb2,
+    quality_pb2_grpc,
+)
+from ..common.errors import ServiceError
+from ..common.server import channel_options
+from ..common.status import error_from_rpc
+from ..media.decode import MediaReader
+from ..servicers import wire
+from .frame_pass import FrameSeries
+from .provenance import describe
+from .settings import RunSettings
+
+STUBS = {"landmarks": landmarks_pb2_grpc.LandmarksServiceStub, "headpose": headpose_pb2_grpc.HeadPoseServiceStub,
+         "quality": quality_pb2_grpc.QualityServiceStub, "audio": audio_pb2_grpc.AudioServiceStub}
+FIRST_RETRY_S, LAST_RETRY_S = 0.1, 1.0
+
+
+class MeshClients:
+    """Channels to the four services, shared by every call of the evaluator."""
+
+    def __init__(self, addresses: dict, call_timeout_s: float = 600.0, retries: int = 3,
+                 max_message_bytes: int = 1 << 30, threads: int = 32):
+        self.addresses, self.call_timeout_s, self.retries = dict(addresses), call_timeout_s, retries
+        self.channels = {name: grpc.insecure_channel(address, options=channel_options(max_message_bytes))
+                         for name, address in self.addresses.items()}
+        self.stubs = {name: STUBS[name](channel) for name, channel in self.channels.items()}
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fan-out")
+        self._provenance: dict = {}
+        self._lock = threading.Lock()
+
+    def call(self, service: str, method: str, request, deadline: float, video: str = ""):
+        """stub.method(request) within `deadline` (time.monotonic()), retried on UNAVAILABLE."""
+        delay = FIRST_RETRY_S
+        attempt = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ServiceError("DEADLINE_EXCEEDED", f"the deadline passed before the {service} call")
+            try:
+                return getattr(self.stubs[service], method)(request, timeout=min(self.call_timeout_s, left))
+            except grpc.RpcError as err:
+                if (err.code() == grpc.StatusCode.UNAVAILABLE and attempt < self.retries
+                        and deadline - time.monotonic() > delay):
+                    attempt += 1
+                    time.sleep(delay)
+                    delay = min(2 * delay, LAST_RETRY_S)
+                    continue
+                raise error_from_rpc(err, service, self.addresses[service], video) from None
+
+    def provenance(self, settings: RunSettings, deadline: float) -> dict:
+        """describe() from the services' own descriptions of their backends (cached)."""
+        key = json.dumps(settings.key(), sort_keys=True)
+        with self._lock:
+            if key in self._provenance:
+                return self._provenance[key]
+        request = common_pb2.DescribeRequest(settings=wire.settings_to_proto(settings))
+        answers = {name: self.call(name, "Describe", request, deadline) for name in STUBS}
+        provenance = describe(settings, answers["landmarks"].backend, answers["headpose"].backend,
+                              answers["audio"].backend, json.loads(answers["quality"].provenance_json))
+        with self._lock:
+            self._provenance[key] = provenance
+        return provenance
+
+    def forget_provenance(self):
+        """A service went down: what comes back may have other models or weights."""
+        with self._lock:
+            self._provenance.clear()
+
+    def open(self, video_ref, path: str, settings: RunSettings, deadline: float) -> "MeshVideo":
+        return MeshVideo(self, video_ref, path, settings, deadline)
+
+    def close(self):
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for channel in self.channels.values():
+            channel.close()
+
+
+class MeshVideo:
+    """stages.VideoStages for one video, over gRPC. The video is opened here too (no decoding)
+    so that a bad file fails before any service is called."""
+
+    def __init__(self, clients: MeshClients, video_ref, path: str, settings: RunSettings, deadline: float):
+        self.clients, self.ref, self.path, self.deadline = clients, video_ref, path, deadline
+        self.settings = settings
+        self.settings_msg = wire.settings_to_proto(settings)
+        reader = MediaReader(path, settings.limits)
+        reader.close()
+        self.info = reader.info
+        self._series: dict = {}  # pass name -> LandmarkSeries message, reused for the quality call
+
+    def _call(self, service, method, request):
+        return self.clients.call(service, method, request, self.deadline, self.path)
+
+    def audio(self):
+        request = audio_pb2.AudioRequest(video=self.ref)
+        return self.clients.pool.submit(lambda: wire.audio_from_proto(self._call("audio", "Analyse", request)))
+
+    def landmarks(self, silent, on_frames=None) -> FrameSeries:
+        request = landmarks_pb2.TrackRequest(video=self.ref, settings=self.settings_msg,
+                                             silent_lip_pass=silent is not None,
+                                             silent_frames=[] if silent is None else [int(i) for i in silent])
+        response = self._call("landmarks", "Track", request)
+        self._series = {m.pass_name: m for m in response.series}
+        info = response.info
+        if on_frames:
+            on_frames(response.frame_count)
+        return FrameSeries(info.width, info.height, info.fps, frame_count=response.frame_count,
+                           landmarks={m.pass_name: wire.landmarks_from_proto(m) for m in response.series})
+
+    def quality(self, series: FrameSeries):
+        used = [self._series[n] for n in ("single", "mouth_quality") if n in self._series]
+        request = quality_pb2.QualityRequest(video=self.ref, settings=self.settings_msg, landmarks=used)
+
+        def run():
+            response = self._call("quality", "Score", request)
+            for name in ("global_aesthetic", "face_quality", "mouth_quality"):
+                setattr(series, name, list(wire.get_array(response, name)))
+            return series
+        return self.clients.pool.submit(run)
+
+    def head_pose(self, points, width, height):
+        request = headpose_pb2.HeadPoseRequest(width=width, height=height, num_points=points.shape[1])
+        wire.set_array(request, "points", points)
+        return wire.pose_from_proto(self._call("headpose", "Estimate", request))

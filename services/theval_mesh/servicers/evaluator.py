@@ -1,0 +1,318 @@
+"""theval.v1.EvaluatorService: scores videos through the four services with the engine's own
+composition (orchestrator.stages.score), normalises them against stored GT reference sets."""
+import json
+import logging
+import math
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
+from ..common import telemetry
+from ..common.config import MIB, Config
+from ..common.errors import AlreadyExists, NotFound, ServiceError, UserError, VideoError
+from ..common.health import DependencyHealth
+from ..common.server import Service
+from ..common.status import rpc, status_of
+from ..media.sources import BYTES_LABEL, resolve_uri
+from ..orchestrator import aggregate
+from ..orchestrator.inputs import VIDEO_SUFFIXES
+from ..orchestrator.reference_store import Reference, ReferenceStore
+from ..orchestrator.remote_stages import MeshClients
+from ..orchestrator.results import OK, VideoResult
+from ..orchestrator.settings import RunSettings
+from ..orchestrator.stages import new_result, score
+from ..scoring.final_score import RawRow, leaderboard
+from ..scoring.names import NAME_OF_KEY
+from . import wire
+from .common import opened_video, run_settings
+
+log = logging.getLogger("theval.evaluator")
+SERVICE = evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"].full_name
+RESULT_TRAILER = "theval-result-bin"  # the failed VideoResult of a video that could not be scored
+NO_DEADLINE_S = 24 * 3600.0
+MAX_NAME = 128
+
+
+def _deadline(context) -> float:
+    left = context.time_remaining()
+    return time.monotonic() + (left if left is not None else NO_DEADLINE_S)
+
+
+def _label(video_ref, name: str) -> str:
+    if name:
+        return name
+    return video_ref.uri if video_ref.WhichOneof("source") == "uri" else BYTES_LABEL
+
+
+def _outcome(error) -> str:
+    return "ok" if error is None else "failed" if isinstance(error, VideoError) else "error"
+
+
+class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
+    def __init__(self, config: Config, store: ReferenceStore | None, clients: MeshClients):
+        self.config, self._store, self.clients = config, store, clients
+
+    @property
+    def store(self) -> ReferenceStore:
+        if self._store is None:
+            raise ServiceError("UNAVAILABLE", "the evaluator is still opening its reference store")
+        return self._store
+
+    # ------------------------------------------------------------------ scoring one video
+    def _reference(self, name: str) -> Reference | None:
+        if not name:
+            return None
+        ref = self.store.get(name)
+        if ref is None:
+            known = ", ".join(r.name for r in self.store.all()) or "none yet; create one with CreateReference"
+            raise NotFound(f"no GT reference set named {name!r} (stored: {known})")
+        return ref
+
+    def _settings(self, request, reference: Reference | None) -> RunSettings:
+        if request.HasField("settings"):
+            return run_settings(request.settings, self.config)
+        if reference is not None:
+            return RunSettings(**reference.settings, limits=self.config.limits)
+        return self.config.run
+
+    def _score(self, video_ref, label: str, model: str, settings: RunSettings, deadline: float):
+        """(VideoResult, error): error is None, a VideoError (this video is bad: recorded in the
+        result) or an internal error; the mesh's own failures raise ServiceError."""
+        with opened_video(video_ref, self.config) as path:
+            provenance = self.clients.provenance(settings, deadline)
+            result = new_result(model, label, settings, provenance)
+            error = score(lambda: self.clients.open(video_ref, path, settings, deadline), result, settings)
+        if error is not None and result.reason and video_ref.WhichOneof("source") == "content":
+            result.reason = result.reason.replace(path, BYTES_LABEL)  # a temporary file's name
+            if isinstance(error, VideoError):
+                error.reason = result.reason
+        return result, error
+
+    def _evaluate(self, request, deadline: float):
+        """(EvaluateResponse, None) for a scored video, (failed VideoResult, its error) else;
+        errors of the request or of the mesh raise."""
+        reference = self._reference(request.reference)
+        if reference is not None and request.model == reference.name:
+            raise UserError(f"model {request.model!r} has the name of the reference set; name it otherwise")
+        settings = self._settings(request, reference)
+        label = _label(request.video, request.name)
+        try:
+            result, error = self._score(request.video, label, request.model, settings, deadline)
+        except Exception as err:
+            telemetry.VIDEOS.labels(_outcome(err)).inc()
+            raise
+        telemetry.VIDEOS.labels(_outcome(error)).inc()
+        if error is not None:
+            return result, error
+        response = evaluator_pb2.EvaluateResponse(result=wire.result_to_proto(result))
+        if reference is not None:
+            response.scores.CopyFrom(_scores(result, reference))  # refused when scored unlike the GT
+            if request.model:
+                self.store.add_scored(reference.name, result)  # durable before the answer
+        return response, None
+
+    # ------------------------------------------------------------------ the API
+    @rpc
+    def Evaluate(self, request, context):
+        answer, error = self._evaluate(request, _deadline(context))
+        if error is not None:
+            context.set_trailing_metadata(((RESULT_TRAILER, wire.result_to_proto(answer).SerializeToString()),))
+            raise error
+        return answer
+
+    def EvaluateStream(self, request_iterator, context):
+        """Videos are scored `concurrency` at a time as they arrive; answers go back as each
+        finishes. A client that goes away cancels what has not started."""
+        deadline = _deadline(context)
+        done: queue.Queue = queue.Queue()
+        pool = ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="stream")
+        lock = threading.Lock()
+        state = {"queued": 0, "received": None, "closed": False}  # received: known once the client is done
+
+        def one(request):
+            with lock:
+                if state["closed"]:
+                    return
+                state["queued"] -= 1
+                telemetry.QUEUE.dec()
+            done.put(self._stream_item(request, deadline))
+
+        def read():
+            count = 0
+            try:
+                for request in request_iterator:
+                    with lock:
+                        if state["closed"]:
+                            break
+                        pool.submit(one, request)
+                        state["queued"] += 1
+                        telemetry.QUEUE.inc()
+                    count += 1
+            except Exception:  # noqa: BLE001 - the client went away: answer what was received
+                pass
+            state["received"] = count
+            done.put(None)
+
+        threading.Thread(target=read, name="stream-reader", daemon=True).start()
+        sent = 0
+        try:
+            while state["received"] is None or sent < state["received"]:
+                try:
+                    item = done.get(timeout=0.5)
+                except queue.Empty:
+                    if not context.is_active():
+                        return
+                    continue
+                if item is not None:
+                    sent += 1
+                    yield item
+        finally:
+            with lock:
+                state["closed"] = True
+                telemetry.QUEUE.dec(state["queued"])
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _stream_item(self, request, deadline) -> evaluator_pb2.EvaluateStreamResponse:
+        out = evaluator_pb2.EvaluateStreamResponse(id=request.id)
+        try:
+            answer, error = self._evaluate(request, deadline)
+        except Exception as err:  # noqa: BLE001 - one video's failure is reported in its own response
+            error, answer = err, None
+        if error is None:
+            out.response.CopyFrom(answer)
+            return out
+        code, out.detail = status_of(error)
+        out.code = code.value[0]
+        if answer is not None:  # the failed result of a bad video
+            out.response.result.CopyFrom(wire.result_to_proto(answer))
+        return out
+
+    @rpc
+    def CreateReference(self, request, context):
+        name = request.name.strip()
+        if not name or len(name) > MAX_NAME or not name.isprintable():
+            raise UserError(f"reference name must be 1-{MAX_NAME} printable characters, not {request.name!r}")
+        if not request.replace and self.store.get(name) is not None:
+            raise AlreadyExists(f"a reference set named {name!r} exists; set replace to score it again")
+        settings = run_settings(request.settings, self.config) if request.HasField("settings") else self.config.run
+        videos = self._expand(request.videos)
+        deadline = _deadline(context)
+        with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="reference") as pool:
+            scored = list(pool.map(lambda v: self._score(v[0], v[1], name, settings, deadline), videos))
+        for _, error in scored:
+            if error is not None and not isinstance(error, VideoError):
+                raise error
+        results = [r for r, _ in scored]
+        row = aggregate.model_rows(results, [name])[0]
+        failures = [(r.video, r.reason) for r in results if r.status != OK]
+        if row.provenance is None:
+            raise UserError(f"no video of the GT set could be scored; first failure: {failures[0][0]}: "
+                            f"{failures[0][1]}")
+        bad = [m for m, v in row.values.items() if math.isnan(v) or abs(v) <= 1e-9]
+        if bad:
+            why = _nan_reasons(results, bad)
+            raise UserError(f"GT set {name!r} cannot normalise {', '.join(bad)} (zero or NaN over all its "
+                            f"videos{': ' + why if why else ''}); add videos that have it")
+        ref = Reference(name=name, settings=settings.key(), provenance=row.provenance, raw=row.values,
+                        counts=row.counts, videos=len(results), scored=len(results) - len(failures),
+                        failures=failures)
+        self.store.put(ref, results)
+        log.info("reference set %r stored: %d videos scored, %d failed", name, ref.scored, len(failures))
+        return _reference_proto(ref)
+
+    def _expand(self, refs) -> list[tuple]:
+        """(VideoRef, label) for every video given, folders searched recursively."""
+        out = []
+        for i, ref in enumerate(refs):
+            if ref.WhichOneof("source") != "uri":
+                out.append((ref, f"{BYTES_LABEL} #{i}"))
+                continue
+            path = Path(resolve_uri(ref.uri, self.config.allowed_roots))
+            if not path.is_dir():
+                out.append((ref, ref.uri))
+                continue
+            for f in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES):
+                out.append((common_pb2.VideoRef(uri=str(f)), str(f)))
+        if not out:
+            raise UserError("no videos: give files, or folders holding "
+                            f"{', '.join(VIDEO_SUFFIXES)} files, under the allowed roots")
+        return out
+
+    @rpc
+    def ListReferences(self, request, context):
+        return evaluator_pb2.ListReferencesResponse(references=[_reference_proto(r) for r in self.store.all()])
+
+    @rpc
+    def GetLeaderboard(self, request, context):
+        reference = self._reference(request.reference)
+        if reference is None:
+            raise UserError("name the reference set")
+        results = self.store.scored(reference.name)
+        models = sorted({r.model for r in results})
+        rows = [reference.row()] + aggregate.model_rows(results, models)
+        board = leaderboard(rows, gt_name=reference.name, weights=request.weights or None)
+        out = evaluator_pb2.Leaderboard(reference=reference.name, weights=board.weights, warnings=board.warnings)
+        for r in board.rows:
+            out.rows.add(model=r.model, scores=r.scores, groups=r.groups, final_score=r.final, rank=r.rank or 0,
+                         counts=r.counts or {}, is_gt=r.is_gt, note=r.note)
+        return out
+
+
+def _nan_reasons(results, metrics) -> str:
+    keys = {NAME_OF_KEY[k]: k for k in NAME_OF_KEY}
+    reasons = []
+    for m in metrics:
+        found = {r.nan_reasons.get(keys[m]) for r in results if r.status == OK} - {None}
+        if found:
+            reasons.append(f"{m}: {'; '.join(sorted(found))}")
+    return ", ".join(reasons)
+
+
+def _scores(result: VideoResult, reference: Reference) -> evaluator_pb2.Scores:
+    """The video's normalised scores against the GT set (refused when scored differently)."""
+    label = result.model or "this video"
+    values = {NAME_OF_KEY[k]: v for k, v in result.metrics.items()}
+    row = RawRow(label, values, None, result.provenance)
+    board = leaderboard([reference.row(), row], gt_name=reference.name)
+    scored = board.row(label)
+    return evaluator_pb2.Scores(reference=reference.name, normalised=scored.scores, groups=scored.groups,
+                                final_score=scored.final, note=scored.note, warnings=board.warnings)
+
+
+def _reference_proto(ref: Reference) -> evaluator_pb2.Reference:
+    return evaluator_pb2.Reference(
+        name=ref.name, created_unix=ref.created, videos=ref.videos, scored=ref.scored, raw=ref.raw,
+        counts=ref.counts, settings_json=json.dumps(ref.settings), provenance_json=json.dumps(ref.provenance),
+        failures=[evaluator_pb2.VideoFailure(video=v, reason=r) for v, r in ref.failures])
+
+
+def register(config: Config):
+    clients = MeshClients(config.dependencies, config.call_timeout_s, config.retries, config.max_message_bytes,
+                          threads=4 * config.workers)
+    state = {}
+
+    def on_change(name, up):
+        telemetry.DEPENDENCY_UP.labels(name).set(1 if up else 0)
+        clients.forget_provenance()
+
+    deps = DependencyHealth({n: (clients.addresses[n], clients.channels[n]) for n in clients.addresses}, on_change)
+
+    def load():
+        state["store"] = servicer._store = ReferenceStore(config.store)
+
+    servicer = EvaluatorServicer(config, None, clients)
+
+    def add(server):
+        evaluator_pb2_grpc.add_EvaluatorServiceServicer_to_server(servicer, server)
+        return [SERVICE]
+
+    def stop():
+        clients.close()
+        if "store" in state:
+            state["store"].close()
+    # Clients send videos as bytes up to max_video_bytes: refuse anything much larger unread.
+    return Service(add, load=load, readiness=deps.check, on_stop=stop,
+                   receive_limit=config.max_video_bytes + MIB)

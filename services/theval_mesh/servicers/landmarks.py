@@ -1,0 +1,51 @@
+"""theval.v1.LandmarksService over landmarks.backend (MediaPipe FaceMesh), as the engine runs it."""
+import numpy as np
+
+from ..api.v1 import common_pb2, landmarks_pb2, landmarks_pb2_grpc
+from ..common import telemetry
+from ..common.server import Service
+from ..common.status import rpc
+from ..landmarks import passes
+from ..landmarks.backend import BACKEND, FaceTracker
+from ..media.decode import MediaReader
+from ..orchestrator.frame_pass import run_frame_pass
+from . import wire
+from .common import opened_video, run_settings
+
+SERVICE = landmarks_pb2.DESCRIPTOR.services_by_name["LandmarksService"].full_name
+
+
+class LandmarksServicer(landmarks_pb2_grpc.LandmarksServiceServicer):
+    def __init__(self, config):
+        self.config = config
+
+    def load(self):
+        """MediaPipe's models ship in its wheel; running one frame proves they load."""
+        with FaceTracker(passes.SINGLE) as tracker:
+            tracker.process(np.zeros((64, 64, 3), np.uint8))
+
+    @rpc
+    def Track(self, request, context):
+        settings = run_settings(request.settings, self.config)
+        silent = list(request.silent_frames) if request.silent_lip_pass else None
+        with opened_video(request.video, self.config) as path:
+            reader = MediaReader(path, settings.limits)
+            with telemetry.timed(telemetry.INFERENCE.labels("landmarks", BACKEND)):
+                series = run_frame_pass(reader, settings, None, silent_frames=silent)
+        telemetry.FRAMES.labels("landmarks").inc(series.frame_count)
+        return landmarks_pb2.TrackResponse(
+            info=wire.info_to_proto(reader.info), frame_count=series.frame_count,
+            series=[wire.landmarks_to_proto(name, s) for name, s in series.landmarks.items()])
+
+    @rpc
+    def Describe(self, request, context):
+        return common_pb2.DescribeResponse(backend=BACKEND)
+
+
+def register(config):
+    servicer = LandmarksServicer(config)
+
+    def add(server):
+        landmarks_pb2_grpc.add_LandmarksServiceServicer_to_server(servicer, server)
+        return [SERVICE]
+    return Service(add, load=servicer.load)

@@ -1,0 +1,106 @@
+"""Real mesh servers for the integration tests: `theval serve` child processes on loopback
+ports (chosen by the OS), found by their health, never by sleeping."""
+import socket
+from pathlib import Path
+
+import grpc
+import prometheus_client.parser
+from theval_mesh.api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
+from theval_mesh.common.config import DEPENDENCIES
+from theval_mesh.common.launcher import ServiceProcess, stop_all
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Mesh:
+    """The four services and the evaluator; each one's stderr goes to <tmp>/<service>.log."""
+
+    def __init__(self, tmp: Path, roots, quality: str = "proxy", evaluator_args=(), service_args=None,
+                 ports=None):
+        self.tmp, self.roots = Path(tmp), [str(r) for r in roots]
+        self.quality = quality
+        self.evaluator_args = list(evaluator_args)
+        self.service_args = service_args or {}
+        self.ports = ports or {}
+        self.procs: dict[str, ServiceProcess] = {}
+        self.channel = None
+
+    def _args(self, service):
+        args = [] if service == "headpose" else [a for r in self.roots for a in ("--allow-root", r)]
+        if service in ("quality", "evaluator"):
+            args += ["--quality", self.quality]
+        return args + list(self.service_args.get(service, ()))
+
+    def _proc(self, service, extra=()):
+        log = open(self.tmp / f"{service}.log", "a")
+        return ServiceProcess(service, self._args(service) + list(extra), stderr=log)
+
+    def start_dependencies(self):
+        for d in DEPENDENCIES:
+            self.procs[d] = self._proc(d).spawn(self.ports.get(d, 0), 0)
+        for d in DEPENDENCIES:
+            self.procs[d].wait_listening()
+        return self
+
+    def dependency_address(self, d) -> str:
+        return self.procs[d].address if d in self.procs else f"127.0.0.1:{self.ports[d]}"
+
+    def start_evaluator(self, wait=True):
+        deps = [a for d in DEPENDENCIES for a in (f"--{d}-addr", self.dependency_address(d))]
+        extra = ["--store", str(self.tmp / "store.sqlite")] + deps + self.evaluator_args
+        self.procs["evaluator"] = self._proc("evaluator", extra).start(self.ports.get("evaluator", 0), 0)
+        self.channel = grpc.insecure_channel(self.procs["evaluator"].address,
+                                             options=[("grpc.max_send_message_length", 1 << 30)])
+        if wait:
+            self.wait_serving()
+        return self
+
+    def start(self):
+        return self.start_dependencies().start_evaluator()
+
+    def wait_serving(self, timeout=120):
+        for p in self.procs.values():
+            p.wait_for("SERVING", timeout)
+
+    @property
+    def evaluator(self):
+        return evaluator_pb2_grpc.EvaluatorServiceStub(self.channel)
+
+    def evaluate(self, uri=None, content=None, timeout=120, **kw):
+        ref = common_pb2.VideoRef(uri=str(uri)) if uri is not None else common_pb2.VideoRef(content=content)
+        return self.evaluator.Evaluate(evaluator_pb2.EvaluateRequest(video=ref, **kw), timeout=timeout)
+
+    def stop(self):
+        if self.channel is not None:
+            self.channel.close()
+        stop_all(list(self.procs.values()), first=("evaluator",), timeout=30)
+
+
+def scrape(metrics_url: str) -> dict:
+    """{(sample name, frozenset(labels)): value} of one /metrics endpoint, parsed with
+    prometheus_client's own parser."""
+    import urllib.request
+    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+    out = {}
+    for family in prometheus_client.parser.text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def sample(samples: dict, name: str, **labels) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def wait_in_flight(process: ServiceProcess, method: str, timeout: float = 30):
+    """Wait until `process` is serving a call of `method` (its in-flight gauge)."""
+    import time
+    end = time.monotonic() + timeout
+    labels = dict(service=process.service, method=method)
+    while sample(scrape(process.metrics_url), "theval_grpc_in_flight_requests", **labels) < 1:
+        assert time.monotonic() < end, f"no {method} call in flight on {process.service}"
+        time.sleep(0.02)

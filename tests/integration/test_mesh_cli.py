@@ -1,0 +1,133 @@
+"""`theval mesh up`, `theval serve` and `theval evaluate --mesh`, as an operator runs them."""
+import csv
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from theval_mesh.cli import main
+from theval_mesh.common.launcher import QUIET, ServiceProcess
+from theval_mesh.synth import generate_kit, write_bad_inputs
+
+THEVAL = [sys.executable, "-m", "theval_mesh.cli"]
+ROW = re.compile(r"^\s+(\w+)\s+(\S+:\d+)\s+metrics (http://\S+)$")
+
+
+def run_cli(*args, env=None):
+    return subprocess.run(THEVAL + list(args), capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("args, env, missing", [
+    (["mesh", "up", "--allow-root", "."], {}, "--store (or THEVAL_STORE)"),
+    (["serve", "evaluator", "--port", "0", "--metrics-port", "0", "--store", "s.db"], {}, "--allow-root"),
+    (["serve", "landmarks", "--metrics-port", "0"], {"THEVAL_ALLOWED_ROOTS": "."}, "--port (or THEVAL_PORT)"),
+    (["serve", "evaluator", "--port", "0", "--metrics-port", "0", "--store", "s.db", "--allow-root", "."], {},
+     "--landmarks-addr (or THEVAL_LANDMARKS_ADDR)"),
+])
+def test_a_missing_setting_stops_start_up_naming_it(args, env, missing, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THEVAL_")} | env
+    done = subprocess.run(THEVAL + args, capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"missing required setting {missing}" in done.stderr
+
+
+def test_a_bad_setting_stops_start_up_naming_it(tmp_path):
+    done = run_cli("serve", "headpose", "--port", "0", "--metrics-port", "0", env={"THEVAL_WORKERS": "many"})
+    assert done.returncode == 1 and "THEVAL_WORKERS='many' is not a valid int" in done.stderr
+    done = run_cli("serve", "audio", "--port", "70000", "--metrics-port", "0", "--allow-root", str(tmp_path))
+    assert done.returncode == 1 and "--port=70000: must be a port number" in done.stderr
+
+
+def test_a_port_in_use_is_an_error(tmp_path):
+    first = ServiceProcess("headpose", stderr=open(tmp_path / "first.log", "w")).start()
+    try:
+        done = run_cli("serve", "headpose", "--port", str(first.port), "--metrics-port", "0")
+        assert done.returncode == 1 and f"cannot listen on 127.0.0.1:{first.port}" in done.stderr
+    finally:
+        first.terminate()
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("videos")
+    kit = generate_kit(root / "kit", seed=11, n_clips=2, duration_s=2.0, size=128, variants=("static_head",))
+    bad = write_bad_inputs(root / "bad", size=128, duration_s=2.0)
+    broken = root / "broken"
+    broken.mkdir()
+    shutil.copy(kit.video("clip_00", "static_head"), broken / "a.mp4")
+    shutil.copy(bad["corrupt"], broken / "b.mp4")
+    shutil.copy(bad["no_face"], broken / "c.mp4")
+    return {"root": root, "gt": kit.dir("gt"), "static": kit.dir("static_head"), "broken": broken}
+
+
+@pytest.fixture(scope="module")
+def mesh_up(videos, tmp_path_factory):
+    """`theval mesh up` in a child process: {service: (address, metrics url)}, and the process."""
+    tmp = tmp_path_factory.mktemp("mesh-up")
+    proc = subprocess.Popen(THEVAL + ["mesh", "up", "--port", "0", "--metrics-port", "0", "--store",
+                                      str(tmp / "store.sqlite"), "--allow-root", str(videos["root"]),
+                                      "--quality", "proxy"],
+                            stdout=subprocess.PIPE, stderr=open(tmp / "mesh.log", "w"), text=True,
+                            env={**os.environ, **QUIET})
+    services, lines = {}, []
+    deadline = time.monotonic() + 180
+    for line in proc.stdout:
+        lines.append(line)
+        match = ROW.match(line)
+        if match:
+            services[match.group(1)] = (match.group(2), match.group(3))
+        if line.startswith("Evaluate at") or time.monotonic() > deadline:
+            break
+    assert set(services) == {"evaluator", "landmarks", "headpose", "quality", "audio"}, "".join(lines)
+    yield services, proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+
+
+@pytest.mark.slow
+def test_evaluate_through_the_mesh_writes_the_same_files(videos, mesh_up, tmp_path):
+    services, _ = mesh_up
+    common = ["evaluate", "--gt", str(videos["gt"]), "--model", f"static={videos['static']}",
+              "--model", f"broken={videos['broken']}", "--quality", "proxy", "--quiet"]
+    assert main(common + ["--out", str(tmp_path / "embedded")]) == 3  # partial: broken videos
+    assert main(common + ["--out", str(tmp_path / "mesh"), "--mesh", services["evaluator"][0],
+                          "--workers", "3"]) == 3
+
+    def table(name):
+        with open(tmp_path / name) as f:
+            rows = list(csv.DictReader(f))
+        for r in rows:
+            r.pop("seconds", None)
+        return rows
+    for name in ("results.csv", "raw_metrics.csv", "leaderboard.csv", "leaderboard.md"):
+        if name.endswith(".md"):
+            assert (tmp_path / "mesh" / name).read_text() == (tmp_path / "embedded" / name).read_text()
+        else:
+            assert table(f"mesh/{name}") == table(f"embedded/{name}"), name
+    failed = [r for r in table("mesh/results.csv") if r["status"] == "failed"]
+    assert [r["video"].rsplit("/", 1)[1] for r in failed] == ["b.mp4", "c.mp4"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_service(mesh_up):
+    services, proc = mesh_up
+    pids_before = _children(proc.pid)
+    assert len(pids_before) == 5
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 0
+    for name, (address, _) in services.items():
+        probe = ServiceProcess(name)
+        probe.host, probe.port = address.rsplit(":", 1)[0], int(address.rsplit(":", 1)[1])
+        assert probe.health() == "DOWN", name
+    assert not [p for p in pids_before if os.path.exists(f"/proc/{p}")]
+
+
+def _children(pid) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
