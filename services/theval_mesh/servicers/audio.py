@@ -5,12 +5,11 @@ from ..api.v1 import audio_pb2, audio_pb2_grpc, common_pb2
 from ..audio.backend import AudioBackend
 from ..common import telemetry
 from ..common.errors import ServiceError
-from ..common.server import Service
 from ..common.status import rpc
 from ..media.decode import MediaReader
 from ..orchestrator.stages import analyse_audio
 from . import wire
-from .common import opened_video
+from .common import opened_video, servicer_service
 
 SERVICE = audio_pb2.DESCRIPTOR.services_by_name["AudioService"].full_name
 
@@ -48,8 +47,4 @@ class AudioServicer(audio_pb2_grpc.AudioServiceServicer):
 
 def register(config):
     servicer = AudioServicer(config)
-
-    def add(server):
-        audio_pb2_grpc.add_AudioServiceServicer_to_server(servicer, server)
-        return [SERVICE]
-    return Service(add, load=servicer.load)
+    return servicer_service(servicer, audio_pb2_grpc.add_AudioServiceServicer_to_server, SERVICE, load=servicer.load)

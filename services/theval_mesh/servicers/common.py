@@ -3,6 +3,7 @@ from contextlib import contextmanager
 
 from ..common.config import Config
 from ..common.errors import UserError, VideoError
+from ..common.server import Service
 from ..media.sources import BYTES_LABEL, local_video
 from ..orchestrator.settings import RunSettings
 from . import wire
@@ -28,3 +29,11 @@ def run_settings(message, config: Config, default: RunSettings | None = None) ->
         return wire.settings_from_proto(message, default or config.run, config.limits)
     except ValueError as err:
         raise UserError(f"settings: {err}") from None
+
+
+def servicer_service(servicer, add_to_server, service_name: str, load=None) -> Service:
+    """A Service that adds one servicer to a gRPC server (the generated add_*_to_server)."""
+    def add(server):
+        add_to_server(servicer, server)
+        return [service_name]
+    return Service(add, load=load)

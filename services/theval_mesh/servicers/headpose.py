@@ -2,7 +2,7 @@
 from ..api.v1 import common_pb2, headpose_pb2, headpose_pb2_grpc
 from ..common import telemetry
 from ..common.errors import UserError
-from ..common.server import Service
+from .common import servicer_service
 from ..common.status import rpc
 from ..headpose.backend import BACKEND, estimate
 from . import wire
@@ -32,8 +32,4 @@ class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
 
 def register(config):
     servicer = HeadPoseServicer()
-
-    def add(server):
-        headpose_pb2_grpc.add_HeadPoseServiceServicer_to_server(servicer, server)
-        return [SERVICE]
-    return Service(add, load=None)
+    return servicer_service(servicer, headpose_pb2_grpc.add_HeadPoseServiceServicer_to_server, SERVICE, load=None)

@@ -3,14 +3,13 @@ import numpy as np
 
 from ..api.v1 import common_pb2, landmarks_pb2, landmarks_pb2_grpc
 from ..common import telemetry
-from ..common.server import Service
 from ..common.status import rpc
 from ..landmarks import passes
 from ..landmarks.backend import BACKEND, FaceTracker
 from ..media.decode import MediaReader
 from ..orchestrator.frame_pass import run_frame_pass
 from . import wire
-from .common import opened_video, run_settings
+from .common import opened_video, run_settings, servicer_service
 
 SERVICE = landmarks_pb2.DESCRIPTOR.services_by_name["LandmarksService"].full_name
 
@@ -44,8 +43,4 @@ class LandmarksServicer(landmarks_pb2_grpc.LandmarksServiceServicer):
 
 def register(config):
     servicer = LandmarksServicer(config)
-
-    def add(server):
-        landmarks_pb2_grpc.add_LandmarksServiceServicer_to_server(servicer, server)
-        return [SERVICE]
-    return Service(add, load=servicer.load)
+    return servicer_service(servicer, landmarks_pb2_grpc.add_LandmarksServiceServicer_to_server, SERVICE, load=servicer.load)

@@ -6,14 +6,13 @@ import threading
 from ..api.v1 import common_pb2, quality_pb2, quality_pb2_grpc
 from ..common import telemetry
 from ..common.errors import UserError
-from ..common.server import Service
 from ..common.status import rpc
 from ..media.decode import MediaReader
 from ..orchestrator.frame_pass import run_quality_pass
 from ..quality import proxy
 from ..quality.backend import QualityBackend
 from . import wire
-from .common import opened_video, run_settings
+from .common import opened_video, run_settings, servicer_service
 
 SERVICE = quality_pb2.DESCRIPTOR.services_by_name["QualityService"].full_name
 
@@ -90,8 +89,4 @@ class QualityServicer(quality_pb2_grpc.QualityServiceServicer):
 
 def register(config):
     servicer = QualityServicer(config)
-
-    def add(server):
-        quality_pb2_grpc.add_QualityServiceServicer_to_server(servicer, server)
-        return [SERVICE]
-    return Service(add, load=servicer.load)
+    return servicer_service(servicer, quality_pb2_grpc.add_QualityServiceServicer_to_server, SERVICE, load=servicer.load)
