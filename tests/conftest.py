@@ -59,3 +59,11 @@ def no_network(monkeypatch, tmp_path):
     for var in ("TORCH_HOME", "HF_HOME", "XDG_CACHE_HOME"):
         monkeypatch.setenv(var, str(tmp_path / "caches" / var))
     return attempts
+
+
+@pytest.fixture(scope="session")
+def fake_store(tmp_path_factory):
+    """FAKE weights of every quality model (see fake_weights.py): random weights of the real
+    architectures, under the published file names."""
+    from fake_weights import write_fake_store
+    return write_fake_store(tmp_path_factory.mktemp("fake-weights"))

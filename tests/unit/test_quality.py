@@ -1,6 +1,4 @@
 """Quality backend: the real pyiqa loading path offline, the proxy, auto mode, mouth batching."""
-from netguard import block_network
-
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
@@ -9,7 +7,7 @@ import skimage.measure
 import skimage.transform
 from theval_mesh.common.errors import UserError, WeightsMissing
 from theval_mesh.metrics.quality import MOUTH_BATCH, pad_to_batch
-from theval_mesh.quality import QualityBackend, proxy
+from theval_mesh.quality import QualityBackend, inference, proxy
 from theval_mesh.quality import weights_store as ws
 from theval_mesh.quality.registry import METRIC_MODELS, MODELS
 
@@ -144,8 +142,8 @@ def test_mouth_batches_score_the_padded_canvas(monkeypatch, tmp_path):
     # paper mode hands the model the same padded batches
     batches = []
     qb.resolved_mode = "paper"
-    monkeypatch.setattr(QualityBackend, "_run",
-                        lambda self, name, images: batches.append((name, np.stack(images)))
+    monkeypatch.setattr(qb.models, "scores",
+                        lambda name, images, each: batches.append((name, np.stack(images)))
                         or np.zeros(len(images)))
     qb.mouth_quality(crops)
     assert [name for name, _ in batches] == ["musiq"] * 3
@@ -165,72 +163,39 @@ def test_a_crop_score_depends_on_its_batch_only_through_the_padding(tmp_path):
     assert padded == proxy.score(pad_to_batch([small, larger])[0])
 
 
-def test_face_quality_is_nan_where_pyiqa_finds_no_face(monkeypatch, tmp_path):
+def test_face_quality_is_nan_where_pyiqa_finds_no_face():
+    """score_each (in-process and in the Triton model): one image at a time, NaN on pyiqa's
+    no-face assertion, any other error raised. `metric` stands in for a pyiqa model."""
+    import torch
+    seen = []
+
+    def metric(batch):
+        seen.append(tuple(batch.shape))
+        if len(seen) == 1:
+            raise AssertionError("No face detected in the input image.")
+        if len(seen) == 3:
+            raise AssertionError("something else")
+        return torch.tensor([0.5])
+
+    scores = inference.score_each(metric, [astronaut(64)] * 2)
+    assert np.isnan(scores[0]) and scores[1] == 0.5
+    assert seen == [(1, 3, 64, 64)] * 2  # one image at a time, as float CHW
+    with pytest.raises(AssertionError, match="something else"):
+        inference.score_each(metric, [astronaut(64)])
+
+
+def test_face_quality_is_scored_one_image_at_a_time(monkeypatch, tmp_path):
     qb = QualityBackend(mode="proxy", store=tmp_path)
     qb.resolved_mode = "paper"
-    calls = iter([AssertionError("No face detected in the input image."), 0.5])
-
-    def run(self, name, images):
-        assert name == "topiq_nr-face" and len(images) == 1  # one image at a time
-        out = next(calls)
-        if isinstance(out, Exception):
-            raise out
-        return np.array([out])
-
-    monkeypatch.setattr(QualityBackend, "_run", run)
-    scores = qb.face_quality([astronaut(256)] * 2)
-    assert np.isnan(scores[0]) and scores[1] == 0.5
+    calls = []
+    monkeypatch.setattr(qb.models, "scores",
+                        lambda name, images, each: calls.append((name, len(images), each))
+                        or np.zeros(len(images)))
+    qb.face_quality([astronaut(64)] * 3)
+    assert calls == [("topiq_nr-face", 3, True)]
 
 
 # ---------------------------------------------------------------------------- real pyiqa path
-@pytest.fixture(scope="module")
-def fake_store(tmp_path_factory):
-    """FAKE weights: the published weights cannot be fetched here, so each file holds a randomly
-    initialised state dict of the REAL architecture (pyiqa's CFANet / MUSIQ, timm Swin, facexlib
-    RetinaFace and ParseNet), saved under the published file name. The face detector's output
-    heads are set so that every anchor fires with fixed 5-point landmarks (a detector that always
-    'finds' a face); every other tensor is random. Scores from these weights mean nothing."""
-    import torch
-    from facexlib.detection.retinaface import RetinaFace
-    from facexlib.parsing.parsenet import ParseNet
-    from pyiqa.archs import topiq_arch
-    from pyiqa.archs.musiq_arch import MUSIQ
-    from pyiqa.default_model_configs import DEFAULT_CONFIGS
-
-    store = tmp_path_factory.mktemp("fake-weights")
-    attempts = []
-    with pytest.MonkeyPatch.context() as mp:
-        block_network(mp, attempts)
-        real_swin = topiq_arch.create_swin
-        mp.setattr(topiq_arch, "create_swin",  # random Swin instead of its ImageNet download
-                   lambda name, **kw: real_swin(name, **{**kw, "pretrained": False}))
-        torch.manual_seed(0)
-        for name, qmodel in MODELS.items():
-            opts = {**DEFAULT_CONFIGS[name]["metric_opts"], "pretrained": False}
-            opts.pop("type")
-            files = {f.where: store / f.name for f in qmodel.files}
-            if name.startswith("musiq"):
-                torch.save(MUSIQ(**opts).state_dict(), files["main"])
-                continue
-            # model_name without "gfiqa": same tensors, no facexlib helper (and no download)
-            net = topiq_arch.CFANet(**{**opts, "backbone_pretrain": False, "model_name": "fake"})
-            torch.save({"params": net.state_dict()}, files["main"])
-            if "torch_hub" in files:
-                torch.save(net.semantic_model.state_dict(), files["torch_hub"])
-        det = RetinaFace(network_name="resnet50", half=False, device="cpu").state_dict()
-        landmarks = torch.tensor([-2, -1.5, 2, -1.5, 0, 0.5, -1.5, 2, 1.5, 2.0])  # eyes,nose,mouth
-        for level in range(3):
-            for head, bias in (("ClassHead", torch.tensor([-10.0, 10.0] * 2)),
-                               ("BboxHead", torch.zeros(8)), ("LandmarkHead", landmarks.repeat(2))):
-                det[f"{head}.{level}.conv1x1.weight"].zero_()
-                det[f"{head}.{level}.conv1x1.bias"].copy_(bias)
-        torch.save(det, store / "detection_Resnet50_Final.pth")
-        torch.save(ParseNet(in_size=512, out_size=512, parsing_ch=19).state_dict(),
-                   store / "parsing_parsenet.pth")
-    assert not attempts
-    return store
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("profile", ["reference", "paper"])
 def test_paper_mode_loads_every_model_from_the_store_offline(fake_store, no_network, tmp_path,
@@ -269,7 +234,7 @@ def test_auto_mode_uses_the_models_when_the_store_is_full(fake_store, no_network
     qb = QualityBackend(store=fake_store)
     assert qb.resolved_mode == "paper"
     assert np.isfinite(qb.mouth_quality([mouth(astronaut(256), 256)])).all()
-    assert qb._metric("musiq") is qb._metric("musiq")  # loaded once per backend
+    assert qb.models.load("musiq") is qb.models.load("musiq")  # loaded once per backend
     assert not no_network
 
 

@@ -3,8 +3,10 @@ import argparse
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 from ..common import config
 from ..common.errors import UserError
@@ -22,6 +24,9 @@ def register(sub):
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     up = actions.add_parser("up", help="start every service; Ctrl-C stops them")
     config.add_options(up)
+    up.add_argument("--triton", action="store_true",
+                    help="also start a Triton server with the project's triton_models/ and run the quality and "
+                         "audio models on it (as --backend triton --triton-url does for running services)")
     up.set_defaults(func=run, port=None, metrics_port=None)
     for action in up._actions:  # the evaluator's ports; the other services take free ports
         if action.dest == "port":
@@ -66,7 +71,21 @@ def _echo(service, line):
     print(f"[{service}] {line}", flush=True)
 
 
+def _start_triton(args, procs: dict):
+    """A Triton server on free ports, its log beside the others' output; the quality and audio
+    services then take --backend triton --triton-url (they wait for it to answer)."""
+    from ..triton.repository import default_repository
+    from ..triton.server import TritonServer
+    log_path = Path(tempfile.gettempdir()) / f"theval-mesh-triton-{args.port}.log"
+    print(f"theval mesh: starting Triton (its log: {log_path})", flush=True)
+    procs["triton"] = TritonServer(default_repository(), weights_store=args.weights_store,
+                                   log=open(log_path, "a")).spawn()
+    args.backend, args.triton_url = "triton", procs["triton"].address
+
+
 def run(args) -> int:
+    if args.triton:
+        args.backend, args.triton_url = "triton", "127.0.0.1:1"  # for the check: known once it runs
     if args.port is None:
         args.port = int(os.environ.get("THEVAL_PORT") or EVALUATOR_PORT)
     if args.metrics_port is None:
@@ -76,6 +95,8 @@ def run(args) -> int:
     procs: dict[str, ServiceProcess] = {}
     stopping = threading.Event()
     try:
+        if args.triton:
+            _start_triton(args, procs)
         for d in config.DEPENDENCIES:  # started together: each takes seconds to import its models
             procs[d] = ServiceProcess(d, _flags(args, d), echo=_echo).spawn(0, 0)
         for d in config.DEPENDENCIES:
@@ -87,9 +108,10 @@ def run(args) -> int:
         for p in procs.values():
             p.wait_for("SERVING", timeout=600)
         print("theval mesh is up:")
-        for name in STOP_ORDER:
-            p = procs[name]
-            print(f"  {name:<10} {p.address:<22} metrics {p.metrics_url}")
+        for name in STOP_ORDER + ("triton",):
+            if name in procs:
+                p = procs[name]
+                print(f"  {name:<10} {p.address:<22} metrics {p.metrics_url}")
         print(f"Evaluate at {procs['evaluator'].address} (theval.v1.EvaluatorService). Ctrl-C stops the mesh.",
               flush=True)
         _supervise(procs, stopping)

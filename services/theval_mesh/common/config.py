@@ -17,6 +17,8 @@ from .errors import UserError
 DEPENDENCIES = ("landmarks", "headpose", "quality", "audio")  # what the evaluator calls
 SERVICES = DEPENDENCIES + ("evaluator",)
 READS_VIDEOS = ("landmarks", "quality", "audio", "evaluator")
+ON_TRITON = ("quality", "audio")  # services whose models can run on Triton
+BACKENDS = ("inprocess", "triton")
 MIB = 1024 ** 2
 
 
@@ -69,6 +71,11 @@ OPTIONS = (
     Option("normalise_translation", "THEVAL_NORMALISE_TRANSLATION",
            "default: head-motion translation at 512 px", bool, False, services=("evaluator",)),
     Option("weights_store", "THEVAL_WEIGHTS", "quality model weights folder", services=("quality",)),
+    # Where the neural models run: in this process, or on a Triton server (triton_models/).
+    Option("backend", "THEVAL_BACKEND", "where the models run: inprocess (default) or triton",
+           default="inprocess", choices=BACKENDS, services=ON_TRITON),
+    Option("triton_url", "THEVAL_TRITON_URL", "HOST:PORT of Triton's gRPC endpoint (with --backend triton)",
+           services=ON_TRITON),
     # The evaluator
     Option("store", "THEVAL_STORE", "SQLite file of the GT reference sets and scored videos (created if absent)",
            services=("evaluator",), required=("evaluator",)),
@@ -99,6 +106,8 @@ class Config:
     grace_s: float = 30.0
     run: RunSettings = field(default_factory=RunSettings)
     weights_store: str | None = None
+    backend: str = "inprocess"
+    triton_url: str | None = None
     store: str | None = None
     dependencies: dict = field(default_factory=dict)  # service name -> HOST:PORT
     call_timeout_s: float = 600.0
@@ -191,13 +200,18 @@ def load(service: str, args=None, environ=None) -> Config:
             raise UserError(f"{where('allow_root')}: allowed root {root!r} is not an existing folder")
         roots.append(os.path.realpath(p))
 
-    deps = {}
-    for d in DEPENDENCIES if service == "evaluator" else ():
-        address = v[f"{d}_addr"]
-        host, _, port = address.rpartition(":")
+    def check_address(dest):
+        host, _, port = v[dest].rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise UserError(f"{where(d + '_addr')}={address!r}: expected HOST:PORT, e.g. 127.0.0.1:50052")
-        deps[d] = address
+            raise UserError(f"{where(dest)}={v[dest]!r}: expected HOST:PORT, e.g. 127.0.0.1:50052")
+        return v[dest]
+
+    deps = {d: check_address(f"{d}_addr") for d in (DEPENDENCIES if service == "evaluator" else ())}
+    if v.get("backend") == "triton":
+        if not v.get("triton_url"):
+            raise UserError(f"{where('backend')}=triton needs --triton-url (or THEVAL_TRITON_URL): "
+                            "HOST:PORT of Triton's gRPC endpoint (`theval triton up` prints it)")
+        check_address("triton_url")
 
     store = v.get("store")
     if store is not None:
@@ -215,7 +229,7 @@ def load(service: str, args=None, environ=None) -> Config:
     except ValueError as err:
         raise UserError(str(err)) from None
     keep = {k: v[k] for k in ("max_video_bytes", "max_message_bytes", "workers", "grace_s", "weights_store",
-                              "call_timeout_s", "retries", "concurrency") if k in v}
+                              "backend", "triton_url", "call_timeout_s", "retries", "concurrency") if k in v}
     return Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],
                   allowed_roots=tuple(roots), run=run, limits=run.limits, store=store, dependencies=deps,
                   **keep)

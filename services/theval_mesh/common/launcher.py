@@ -17,7 +17,41 @@ READY = re.compile(r"^(\w+): listening on (\S+):(\d+), metrics on (http://\S+/me
 QUIET = {"GLOG_minloglevel": "2", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-class ServiceProcess:
+class ChildProcess:
+    """A server run as a child process (`proc`): liveness, graceful stop, kill."""
+    service = ""
+    proc: subprocess.Popen | None = None
+    _signalled = None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal_stop(self):
+        """SIGTERM, once: a second one could land after the server restored the default
+        handler on its way out, and kill it."""
+        if self.proc is not None and self.proc.poll() is None and self._signalled is not self.proc:
+            self._signalled = self.proc
+            self.proc.send_signal(signal.SIGTERM)
+
+    def terminate(self, timeout: float = 60) -> int | None:
+        """SIGTERM (graceful), then SIGKILL after `timeout`; returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.signal_stop()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.wait()
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class ServiceProcess(ChildProcess):
     """One `theval serve SERVICE` child. Its stdout is read continuously (the ready line gives
     the bound ports, the rest is copied to `echo`); stderr goes to `stderr` (a file or None)."""
 
@@ -25,11 +59,9 @@ class ServiceProcess:
         self.service, self.args = service, list(args)
         self.env = {**os.environ, **QUIET, **(env or {})}
         self.stderr, self.echo = stderr, echo
-        self.proc: subprocess.Popen | None = None
         self.port = self.metrics_port = 0
         self.host = "127.0.0.1"
         self.metrics_url = ""
-        self._signalled = None
 
     @property
     def address(self) -> str:
@@ -100,33 +132,6 @@ class ServiceProcess:
                 raise RuntimeError(f"{self.service} is {now}, not {status}, after {timeout:.0f} s")
             time.sleep(0.1)
         return self
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def signal_stop(self):
-        """SIGTERM, once: a second one could land after the server restored the default
-        handler on its way out, and kill it."""
-        if self.proc is not None and self.proc.poll() is None and self._signalled is not self.proc:
-            self._signalled = self.proc
-            self.proc.send_signal(signal.SIGTERM)
-
-    def terminate(self, timeout: float = 60) -> int | None:
-        """SIGTERM (graceful), then SIGKILL after `timeout`; returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.signal_stop()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.proc.wait()
-
-    def kill(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def stop_all(procs, first=(), timeout: float = 60) -> dict:

@@ -8,8 +8,11 @@ from .frame_pass import mesh_passes
 from .settings import RunSettings
 
 
-def describe(settings: RunSettings, landmarks: str, headpose: str, vad: str, quality: dict) -> dict:
-    """landmarks, headpose, vad: backend descriptions; quality: QualityBackend.provenance()."""
+def describe(settings: RunSettings, landmarks: str, headpose: str, vad: str, quality: dict,
+             vad_served_by: str = "in-process") -> dict:
+    """landmarks, headpose, vad: backend descriptions; quality: QualityBackend.provenance().
+    Where the neural models ran (in-process or a Triton server) is recorded, but it is not part of
+    what GT and models must share: both paths compute the same numbers (a test proves it)."""
     s = settings
     lip_sync_input = "BGR frames (reference quirk)" if (s.exact_reference and s.profile == "reference") \
         else "RGB frames"
@@ -25,6 +28,7 @@ def describe(settings: RunSettings, landmarks: str, headpose: str, vad: str, qua
         "quality": quality["quality"],  # metric -> model and weights checksum, or proxy:<name>
         "quality_mode": quality["mode"],
         "quality_weights": quality.get("weights") or quality.get("proxy_definition"),
+        "served_by": {"quality": quality.get("served_by", "in-process"), "vad": vad_served_by},
         "decoder": DECODER,
         "frames": "all" if s.frame_stride == 1 else f"every {s.frame_stride}th",
     }

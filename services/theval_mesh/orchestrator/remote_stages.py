@@ -76,8 +76,10 @@ class MeshClients:
                 return self._provenance[key]
         request = common_pb2.DescribeRequest(settings=wire.settings_to_proto(settings))
         answers = {name: self.call(name, "Describe", request, deadline) for name in STUBS}
+        audio = json.loads(answers["audio"].provenance_json or "{}")
         provenance = describe(settings, answers["landmarks"].backend, answers["headpose"].backend,
-                              answers["audio"].backend, json.loads(answers["quality"].provenance_json))
+                              answers["audio"].backend, json.loads(answers["quality"].provenance_json),
+                              audio.get("served_by", "in-process"))
         with self._lock:
             self._provenance[key] = provenance
         return provenance

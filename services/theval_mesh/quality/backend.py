@@ -1,21 +1,19 @@
-"""Quality backend: the paper's pyiqa models from the weights store, or a labelled proxy.
+"""Quality backend: the paper's pyiqa models (in-process from the weights store, or on a Triton
+server), or a labelled training-free proxy.
 
-Inputs are RGB uint8 arrays (H x W x 3); the models see them as float in [0, 1], like
-torchvision's ToTensor in the reference code. Scores: higher = better.
+Inputs are RGB uint8 arrays (H x W x 3). Scores: higher = better.
 """
-import threading
-
 import numpy as np
 
 from theval_mesh.common.errors import UserError, WeightsMissing
 from theval_mesh.metrics.quality import MOUTH_BATCH, batches, pad_to_batch
 from theval_mesh.quality import proxy
 from theval_mesh.quality import weights_store as ws
+from theval_mesh.quality.local_models import LocalModels
 from theval_mesh.quality.registry import METRIC_MODELS, MODELS
 
 MODES = ("auto", "paper", "proxy")
 FRAME_BATCH = 64  # reference global_aesthetic.py; scores do not depend on it (no padding)
-_NO_FACE = "No face detected"  # pyiqa's assertion when facexlib finds no face
 
 
 def _check_images(images) -> list[np.ndarray]:
@@ -28,72 +26,45 @@ def _check_images(images) -> list[np.ndarray]:
     return images
 
 
-def _to_tensor(images):
-    import torch
-    batch = np.ascontiguousarray(np.stack(images).transpose(0, 3, 1, 2))
-    return torch.from_numpy(batch).float().div_(255.0)
-
-
 class QualityBackend:
-    """mode: "paper" (pyiqa models; WeightsMissing if a file is absent), "proxy" (training-free,
-    see proxy.py) or "auto" (paper when every file is in the store, else proxy; `.notice` says
-    which and why). profile: "reference" (musiq for mouths) or "paper" (musiq-spaq).
-    Models load once, on first use or on `load()`. torch threads are left to the caller."""
+    """mode: "paper" (pyiqa models; WeightsMissing if they cannot run), "proxy" (training-free,
+    see proxy.py) or "auto" (paper when every model can run, else proxy; `.notice` says which
+    and why). profile: "reference" (musiq for mouths) or "paper" (musiq-spaq).
+    models: where the pyiqa models run: LocalModels (default: in-process, from `store`) or
+    triton.client.TritonModels. Models load once, on first use or on `load()`."""
 
     def __init__(self, mode: str = "auto", profile: str = "reference", store=None,
-                 device: str = "cpu"):
+                 device: str = "cpu", models=None):
         if mode not in MODES:
             raise UserError(f"quality mode must be one of {', '.join(MODES)}, not {mode!r}")
         if profile not in METRIC_MODELS:
             raise UserError(f"profile must be one of {', '.join(METRIC_MODELS)}, not {profile!r}")
-        self.mode, self.profile, self.device = mode, profile, device
+        self.mode, self.profile = mode, profile
         self.store = ws.resolve(store)
+        self.models = models if models is not None else LocalModels(self.store, device)
         self.metric_models = dict(METRIC_MODELS[profile])
         names = sorted(set(self.metric_models.values()))
-        missing = ws.missing_files(self.store, names)
-        if mode == "paper" and missing:
-            raise WeightsMissing(
-                f"quality weights missing from the store {self.store}: {', '.join(missing)}; "
-                f"{ws.FETCH_HINT}, or copy those files into {self.store} by hand "
-                "(`theval weights status` lists their URLs)")
-        use_models = mode == "paper" or (mode == "auto" and not missing)
-        self.resolved_mode = "paper" if use_models else "proxy"
+        problem = None if mode == "proxy" else self.models.unavailable(names)
+        if mode == "paper" and problem:
+            raise WeightsMissing(problem)
+        self.resolved_mode = "proxy" if mode == "proxy" or problem else "paper"
+        where = "" if self.models.served_by == "in-process" else f", served by {self.models.served_by}"
         if self.resolved_mode == "paper":
-            why = "requested" if mode == "paper" else f"all weights found in {self.store}"
-            self.notice = f"quality: paper models {', '.join(names)} ({why})"
+            why = "requested" if mode == "paper" else "all weights found"
+            self.notice = f"quality: paper models {', '.join(names)} ({why}{where})"
         elif mode == "proxy":
             self.notice = f"quality: {proxy.NAME} (requested)"
         else:
-            self.notice = (f"quality: {proxy.NAME} stands in for {', '.join(names)}: "
-                           f"{len(missing)} weight file(s) missing from {self.store} "
-                           f"({', '.join(missing)}); run `theval weights fetch` to use the models")
-        self._metrics: dict = {}
-        self._weights: dict = {}  # file name -> sha256 of what was loaded
-        self._lock = threading.Lock()
-
-    # ------------------------------------------------------------------ loading
-    def _metric(self, model_name: str):
-        with self._lock:
-            if model_name not in self._metrics:
-                from theval_mesh.quality.pyiqa_models import build
-                qmodel = MODELS[model_name]
-                self._metrics[model_name] = build(qmodel, self.store, self.device)
-                for f in qmodel.files:
-                    self._weights[f.name] = ws.sha256_file(self.store / f.name)
-            return self._metrics[model_name]
+            self.notice = f"quality: {proxy.NAME} stands in for {', '.join(names)}: {problem}"
 
     def load(self) -> None:
         """Load every model now (servers call this before reporting SERVING)."""
         if self.resolved_mode == "paper":
             for name in sorted(set(self.metric_models.values())):
-                self._metric(name)
+                self.models.load(name)
 
-    def _run(self, model_name: str, images) -> np.ndarray:
-        import torch
-        metric = self._metric(model_name)
-        with torch.no_grad():
-            out = metric(_to_tensor(images).to(self.device))
-        return out.detach().cpu().reshape(-1).double().numpy()
+    def _scores(self, metric: str, images, each: bool = False) -> np.ndarray:
+        return self.models.scores(self.metric_models[metric], images, each)
 
     # ------------------------------------------------------------------ metrics
     def global_aesthetic(self, frames) -> np.ndarray:
@@ -101,12 +72,7 @@ class QualityBackend:
         frames = _check_images(frames)
         if self.resolved_mode == "proxy":
             return np.array([proxy.score(f) for f in frames], dtype=np.float64)
-        out = []
-        for batch in batches(frames, FRAME_BATCH):
-            if len({f.shape for f in batch}) == 1:
-                out.append(self._run(self.metric_models["global_aesthetic"], batch))
-            else:  # frames of one video share a size; mixed sizes cannot be stacked
-                out.extend(self._run(self.metric_models["global_aesthetic"], [f]) for f in batch)
+        out = [self._scores("global_aesthetic", batch) for batch in batches(frames, FRAME_BATCH)]
         return np.concatenate(out) if out else np.zeros(0)
 
     def mouth_quality(self, crops) -> np.ndarray:
@@ -120,7 +86,7 @@ class QualityBackend:
             if self.resolved_mode == "proxy":
                 out.append(np.array([proxy.score(c) for c in padded], dtype=np.float64))
             else:
-                out.append(self._run(self.metric_models["mouth_quality"], list(padded)))
+                out.append(self._scores("mouth_quality", list(padded)))
         return np.concatenate(out) if out else np.zeros(0)
 
     def face_quality(self, images) -> np.ndarray:
@@ -131,15 +97,7 @@ class QualityBackend:
         images = _check_images(images)
         if self.resolved_mode == "proxy":
             return np.array([proxy.score(im) for im in images], dtype=np.float64)
-        out = np.empty(len(images))
-        for i, im in enumerate(images):
-            try:
-                out[i] = self._run(self.metric_models["face_quality"], [im])[0]
-            except AssertionError as err:
-                if _NO_FACE not in str(err):
-                    raise
-                out[i] = np.nan
-        return out
+        return self._scores("face_quality", images, each=True) if images else np.zeros(0)
 
     # ------------------------------------------------------------------ provenance
     def provenance(self) -> dict:
@@ -154,17 +112,19 @@ class QualityBackend:
             prov["proxy_definition"] = proxy.DEFINITION
             return prov
         self.load()
-        import pyiqa
+        names = sorted(set(self.metric_models.values()))
+        described = {name: self.models.describe(name) for name in names}
         quality = {}
         for metric, name in self.metric_models.items():
-            sums = " ".join(f"{f.name}:sha256:{self._weights[f.name]}"
-                            for f in MODELS[name].files if f.affects_scores)
-            quality[metric] = f"{name} pyiqa=={pyiqa.__version__} {sums}"
+            files = described[name]["files"]
+            sums = " ".join(f"{f.name}:sha256:{files[f.name]}" for f in MODELS[name].files if f.affects_scores)
+            quality[metric] = f"{name} pyiqa=={described[name]['pyiqa']} {sums}"
         prov["quality"] = quality
+        prov["served_by"] = self.models.served_by
         prov["weights"] = {}
-        for name in sorted(set(self.metric_models.values())):
+        for name in names:
             for f in MODELS[name].files:
-                sha = self._weights[f.name]
+                sha = described[name]["files"][f.name]
                 prov["weights"][f.name] = {
                     "model": name, "sha256": sha, "published_sha256_prefix": f.sha256_prefix,
                     "matches_published": None if not f.sha256_prefix

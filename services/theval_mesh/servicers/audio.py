@@ -1,5 +1,6 @@
-"""theval.v1.AudioService over audio.backend (RMS envelope and Silero VAD)."""
-import threading
+"""theval.v1.AudioService over audio.backend (RMS envelope, and Silero VAD in-process or on
+Triton with --backend triton)."""
+import json
 
 from ..api.v1 import audio_pb2, audio_pb2_grpc, common_pb2
 from ..audio.backend import AudioBackend
@@ -9,7 +10,7 @@ from ..common.status import rpc
 from ..media.decode import MediaReader
 from ..orchestrator.stages import analyse_audio
 from . import wire
-from .common import opened_video, servicer_service
+from .common import opened_video, servicer_service, triton_client, until_triton_answers
 
 SERVICE = audio_pb2.DESCRIPTOR.services_by_name["AudioService"].full_name
 
@@ -18,11 +19,22 @@ class AudioServicer(audio_pb2_grpc.AudioServiceServicer):
     def __init__(self, config):
         self.config = config
         self.backend = None
-        self._lock = threading.Lock()  # Silero's ONNX wrapper keeps state between chunks: one at a time
+        self.triton = triton_client(config)
 
     def load(self):
-        self.backend = AudioBackend()
-        self.backend.provenance()
+        if self.triton is None:
+            backend = AudioBackend()
+            backend.provenance()
+        else:
+            from ..triton.client import TritonVad
+            backend = AudioBackend(vad=TritonVad(self.triton))
+            until_triton_answers(backend.provenance, self.triton.url)
+        self.backend = backend
+
+    def readiness(self):
+        """With --backend triton: NOT_SERVING while Triton cannot serve the VAD model."""
+        from ..triton.repository import VAD_MODEL
+        return self.triton.ready([VAD_MODEL])
 
     def _backend(self) -> AudioBackend:
         if self.backend is None:
@@ -36,15 +48,18 @@ class AudioServicer(audio_pb2_grpc.AudioServiceServicer):
             reader = MediaReader(path, self.config.limits)
             has_audio = reader.info.has_audio
             audio = reader.read_audio()
-            with self._lock, telemetry.timed(telemetry.INFERENCE.labels("audio", "silero-vad")):
+            with telemetry.timed(telemetry.INFERENCE.labels("audio", "silero-vad")):
                 series = analyse_audio(backend, audio)
         return wire.audio_to_proto(series, has_audio, audio_pb2.AudioResponse())
 
     @rpc
     def Describe(self, request, context):
-        return common_pb2.DescribeResponse(backend=self._backend().provenance())
+        backend = self._backend()
+        return common_pb2.DescribeResponse(backend=backend.provenance(),
+                                           provenance_json=json.dumps({"served_by": backend.vad.served_by}))
 
 
 def register(config):
     servicer = AudioServicer(config)
-    return servicer_service(servicer, audio_pb2_grpc.add_AudioServiceServicer_to_server, SERVICE, load=servicer.load)
+    return servicer_service(servicer, audio_pb2_grpc.add_AudioServiceServicer_to_server, SERVICE, load=servicer.load,
+                            readiness=servicer.readiness if servicer.triton else None)

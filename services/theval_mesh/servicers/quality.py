@@ -1,6 +1,8 @@
-"""theval.v1.QualityService over quality.backend (pyiqa models from the weights store, or the
-labelled proxy), cropping with landmarks computed by the landmarks service."""
+"""theval.v1.QualityService over quality.backend (pyiqa models from the weights store, on a
+Triton server with --backend triton, or the labelled proxy), cropping with landmarks computed by
+the landmarks service."""
 import json
+import logging
 import threading
 
 from ..api.v1 import common_pb2, quality_pb2, quality_pb2_grpc
@@ -12,8 +14,9 @@ from ..orchestrator.frame_pass import run_quality_pass
 from ..quality import proxy
 from ..quality.backend import QualityBackend
 from . import wire
-from .common import opened_video, run_settings, servicer_service
+from .common import opened_video, run_settings, servicer_service, triton_client, until_triton_answers
 
+log = logging.getLogger("theval.quality")
 SERVICE = quality_pb2.DESCRIPTOR.services_by_name["QualityService"].full_name
 
 
@@ -45,21 +48,50 @@ class QualityServicer(quality_pb2_grpc.QualityServiceServicer):
         self.config = config
         self._backends: dict = {}  # (mode, profile) -> QualityBackend
         self._lock = threading.Lock()
+        self.triton = triton_client(config)
+        self.models = None  # where the pyiqa models run: None (in-process) or TritonModels
+        if self.triton is not None:
+            from ..triton.client import TritonModels
+            self.models = TritonModels(self.triton)
+        self._triton_up = True
 
     def backend(self, mode: str, profile: str) -> QualityBackend:
         """Built (and its models loaded) once per mode and profile. WeightsMissing when the
-        store lacks what `mode` needs (FAILED_PRECONDITION)."""
+        store lacks what `mode` needs (FAILED_PRECONDITION); ServiceError UNAVAILABLE while
+        Triton does not answer."""
         with self._lock:
             key = (mode, profile)
             if key not in self._backends:
-                backend = QualityBackend(mode=mode, profile=profile, store=self.config.weights_store)
+                backend = QualityBackend(mode=mode, profile=profile, store=self.config.weights_store,
+                                         models=self.models)
                 backend.load()
                 self._backends[key] = backend
             return self._backends[key]
 
     def load(self):
-        """The configured mode and profile, before SERVING; missing weights keep NOT_SERVING."""
-        self.backend(self.config.run.quality, self.config.run.profile)
+        """The configured mode and profile, before SERVING; missing weights keep NOT_SERVING.
+        With Triton, `auto` resolves once Triton answers: its models if it serves them all."""
+        def load():
+            backend = self.backend(self.config.run.quality, self.config.run.profile)
+            log.info("%s", backend.notice)
+        if self.triton is None:
+            load()
+        else:
+            until_triton_answers(load, self.triton.url)
+
+    def readiness(self):
+        """With --backend triton: NOT_SERVING while Triton cannot serve the models in use."""
+        with self._lock:
+            names = {n for b in self._backends.values() if b.resolved_mode == "paper"
+                     for n in b.metric_models.values()}
+        if not names:
+            return True, ""
+        from ..triton.repository import TRITON_NAME
+        ok, why = self.triton.ready(sorted(TRITON_NAME[n] for n in names))
+        if ok and not self._triton_up:
+            self.models.forget()  # Triton came back: it may have loaded other weights
+        self._triton_up = ok
+        return ok, why
 
     @rpc
     def Score(self, request, context):
@@ -89,4 +121,5 @@ class QualityServicer(quality_pb2_grpc.QualityServiceServicer):
 
 def register(config):
     servicer = QualityServicer(config)
-    return servicer_service(servicer, quality_pb2_grpc.add_QualityServiceServicer_to_server, SERVICE, load=servicer.load)
+    return servicer_service(servicer, quality_pb2_grpc.add_QualityServiceServicer_to_server, SERVICE, load=servicer.load,
+                            readiness=servicer.readiness if servicer.triton else None)

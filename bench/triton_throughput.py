@@ -1,0 +1,82 @@
+"""Frames per second of each quality model, in-process vs through a real Triton server, at
+batch sizes 1, 8 and 32 (images per call), in one run on the same frames.
+
+Triton runs on this machine's CPU (the wheel's tritonserver; on a GPU cluster the numbers differ
+and are not claimed here). Calls alternate between the two paths, best of REPEATS each. Weights:
+the store in $THEVAL_WEIGHTS when it holds every model's files, else FAKE weights (random
+weights of the real architectures, as the tests use): the speed of a network does not depend
+on its weights' values.
+
+    .venv/bin/python bench/triton_throughput.py [SIZE]      # frame side in px, default 256
+"""
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import skimage.data
+import skimage.transform
+import torch
+from common import best_of
+from theval_mesh.quality import weights_store as ws
+from theval_mesh.quality.local_models import LocalModels
+from theval_mesh.quality.registry import MODELS
+from theval_mesh.triton.client import TritonClient, TritonModels
+from theval_mesh.triton.repository import default_repository
+from theval_mesh.triton.server import TritonServer
+
+BATCHES = (1, 8, 32)
+REPEATS = 2
+
+
+def weights() -> tuple[Path, str]:
+    store = ws.default_store()
+    if not ws.missing_files(store):
+        return store, f"weights store {store}"
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from fake_weights import write_fake_store
+    fake = Path(tempfile.mkdtemp(prefix="theval-bench-fake-weights-"))
+    return write_fake_store(fake), "FAKE weights (random, real architectures)"
+
+
+def frames(n: int, size: int) -> list[np.ndarray]:
+    base = skimage.transform.resize(skimage.data.astronaut(), (size, size), preserve_range=True)
+    rng = np.random.default_rng(0)
+    return [np.clip(base + rng.normal(0, 6, base.shape), 0, 255).astype(np.uint8) for _ in range(n)]
+
+
+def main():
+    size = int(sys.argv[1]) if len(sys.argv) > 1 else 256
+    torch.set_num_threads(2)
+    store, label = weights()
+    images = frames(max(BATCHES), size)
+    logdir = Path(tempfile.mkdtemp(prefix="theval-bench-triton-"))
+    server = TritonServer(default_repository(), weights_store=store, models=[
+        m for m in ("topiq_iaa", "topiq_nr_face", "musiq", "musiq_spaq")], log=open(logdir / "triton.log", "w"))
+    print(f"starting Triton (log {logdir / 'triton.log'}); {label}; frames {size}x{size}", flush=True)
+    server.start()
+    client = TritonClient(server.address)
+    local, remote = LocalModels(store), TritonModels(client)
+    rows = []
+    try:
+        for name, qmodel in MODELS.items():
+            each = name == "topiq_nr-face"
+            local.scores(name, images[:1], each)  # load and warm up both paths
+            remote.scores(name, images[:1], each)
+            for b in BATCHES:
+                batch = images[:b]
+                t_local = best_of(lambda: local.scores(name, batch, each), REPEATS)
+                t_triton = best_of(lambda: remote.scores(name, batch, each), REPEATS)
+                rows.append((name, b, b / t_local, b / t_triton))
+                print(f"  {name:<14} batch {b:>2}: in-process {b / t_local:7.2f} fps, triton {b / t_triton:7.2f} fps",
+                      flush=True)
+    finally:
+        client.close()
+        server.close()
+    print(f"\n| model | batch | in-process fps | Triton fps | Triton / in-process |\n|---|---|---|---|---|")
+    for name, b, fl, ft in rows:
+        print(f"| {name} | {b} | {fl:.2f} | {ft:.2f} | {ft / fl:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""`theval triton up`: a real Triton server on this machine with the project's model repository."""
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from ..common.errors import UserError
+
+DEFAULT_PORTS = {"grpc": 8001, "http": 8000, "metrics": 8002}  # Triton's own defaults
+
+
+def register(sub):
+    p = sub.add_parser("triton", help="run a Triton server with the project's model repository",
+                       description="`theval triton up` starts the tritonserver bundled in the nvidia-pytriton "
+                                   "wheel with triton_models/ (topiq_iaa, topiq_nr_face, musiq, musiq_spaq, "
+                                   "silero_vad) and prints its gRPC, HTTP and metrics addresses. The quality "
+                                   "and audio services use it with --backend triton --triton-url HOST:PORT.")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    up = actions.add_parser("up", help="start Triton; Ctrl-C stops it")
+    up.add_argument("--model-repository", metavar="DIR", default=None,
+                    help="the model repository (default $THEVAL_TRITON_MODELS or the project's triton_models/)")
+    up.add_argument("--weights-store", metavar="DIR", default=None,
+                    help="quality model weights folder (default $THEVAL_WEIGHTS or ~/.cache/theval/weights)")
+    up.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    for name, port in DEFAULT_PORTS.items():
+        up.add_argument(f"--{name}-port", type=int, default=port, metavar="PORT",
+                        help=f"{name} port (default {port}; 0: any free port)")
+    up.add_argument("--model", action="append", default=None, metavar="NAME",
+                    help="load only this model (repeatable; default: every model of the repository)")
+    up.add_argument("--config-name", default=None, metavar="NAME",
+                    help="load configs/NAME.pbtxt instead of config.pbtxt (e.g. gpu: KIND_GPU instances)")
+    up.add_argument("--log", default=None, metavar="FILE",
+                    help="Triton's own log (default: a file in the temp folder, printed at start)")
+    up.set_defaults(func=run)
+
+
+def start(args, log_path: Path):
+    """The started TritonServer for these options."""
+    from ..triton.repository import default_repository
+    from ..triton.server import TritonServer
+    repository = Path(args.model_repository) if args.model_repository else default_repository()
+    if not repository.is_dir():
+        raise UserError(f"--model-repository {repository}: not a folder")
+    server = TritonServer(repository, host=args.host, grpc_port=args.grpc_port, http_port=args.http_port,
+                          metrics_port=args.metrics_port, models=args.model, weights_store=args.weights_store,
+                          config_name=args.config_name, log=open(log_path, "a"))
+    try:
+        return server.start()
+    except RuntimeError as err:
+        server.close()
+        raise UserError(f"Triton could not start: {err}; its log: {log_path}") from None
+
+
+def print_states(server, stream=sys.stdout):
+    from ..triton.client import TritonClient
+    client = TritonClient(server.address)
+    try:
+        for name, (state, reason) in sorted(client.states().items()):
+            why = f"  {reason.splitlines()[0]}" if reason and state != "READY" else ""
+            print(f"  {name:<14} {state}{why}", file=stream)
+    finally:
+        client.close()
+
+
+def run(args) -> int:
+    log_path = Path(args.log) if args.log else Path(tempfile.gettempdir()) / f"theval-triton-{args.grpc_port}.log"
+    print(f"theval triton: starting (its log: {log_path}) ...", flush=True)
+    server = start(args, log_path)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    died = False
+    try:
+        print(f"Triton is up: gRPC {server.address}, HTTP {server.http_url}, metrics {server.metrics_url}")
+        print_states(server)
+        print(f"Use it with: theval serve quality --backend triton --triton-url {server.address} ...  "
+              "Ctrl-C stops it.", flush=True)
+        while not stop.wait(0.5):
+            if not server.alive():
+                died = True
+                break
+    except KeyboardInterrupt:
+        pass
+    if died:
+        print(f"theval triton: tritonserver exited with code {server.proc.returncode}; see {log_path}",
+              file=sys.stderr)
+    else:
+        print("\ntheval triton: stopping ...", file=sys.stderr, flush=True)
+    server.close()
+    if not died:
+        print("theval triton: stopped", file=sys.stderr)
+    return 1 if died else 0

@@ -1,0 +1,255 @@
+"""Triton serving: a REAL tritonserver (the nvidia-pytriton wheel's binary) with the project's
+triton_models/, started by these tests on loopback ports.
+
+The published quality weights cannot be fetched here, so Triton and the in-process path both load
+FAKE weights (random weights of the real architectures, tests/fake_weights.py) from a temporary
+store: the numbers mean nothing, but both paths must produce the same ones."""
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+from mesh_support import free_port, scrape, wait_in_flight
+from theval_mesh.api.v1 import quality_pb2, quality_pb2_grpc
+from theval_mesh.api.v1.common_pb2 import RunSettings, VideoRef
+from theval_mesh.audio.backend import AudioBackend, load_vad_model, speech_probabilities
+from theval_mesh.common.errors import ServiceError, WeightsMissing
+from theval_mesh.common.launcher import ServiceProcess
+from theval_mesh.media.decode import MediaReader
+from theval_mesh.orchestrator.frame_pass import run_frame_pass
+from theval_mesh.orchestrator.settings import RunSettings as Settings
+from theval_mesh.quality import QualityBackend
+from theval_mesh.quality import weights_store as ws
+from theval_mesh.quality.registry import MODELS as QUALITY_MODELS
+from theval_mesh.servicers import wire
+from theval_mesh.synth import generate_kit
+from theval_mesh.synth.speech import synthesize_speech
+from theval_mesh.triton.client import TritonClient, TritonModels, TritonVad
+from theval_mesh.triton.repository import MODELS, TRITON_NAME, default_repository
+from theval_mesh.triton.server import TritonServer
+
+pytestmark = pytest.mark.slow
+TOLERANCE = 1e-5  # batch composition moves float32 scores by ~1e-6 (measured)
+
+
+def start_triton(tmp, store, models=None, ports=None) -> TritonServer:
+    server = TritonServer(default_repository(), weights_store=store, models=models,
+                          log=open(tmp / "triton.log", "a"), **(ports or {}))
+    return server.start()
+
+
+@pytest.fixture(scope="module")
+def triton(fake_store, tmp_path_factory):
+    server = start_triton(tmp_path_factory.mktemp("triton"), fake_store)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def client(triton):
+    c = TritonClient(triton.address)
+    yield c
+    c.close()
+
+
+def images(n, size=96, seed=0):
+    """Astronaut-based RGB frames with a little noise each (distinct images, one size)."""
+    import skimage.data
+    import skimage.transform
+    base = skimage.transform.resize(skimage.data.astronaut(), (size, size), preserve_range=True)
+    rng = np.random.default_rng(seed)
+    return [np.clip(base + rng.normal(0, 8, base.shape), 0, 255).astype(np.uint8) for _ in range(n)]
+
+
+# ---------------------------------------------------------------------------- the repository loads
+def test_every_model_is_ready_and_reports_what_it_loaded(triton, client, fake_store):
+    states = client.states()
+    assert {m: s for m, (s, _) in states.items()} == dict.fromkeys(MODELS, "READY")
+    models = TritonModels(client)
+    for name, qmodel in QUALITY_MODELS.items():
+        described = models.describe(name)
+        assert described["files"] == {f.name: ws.sha256_file(fake_store / f.name) for f in qmodel.files}
+        assert described["device"] == "cpu" and described["model"] == name
+    assert TritonVad(client).provenance() == AudioBackend().provenance()
+    # Triton's own /metrics answers and counts per model
+    samples = scrape(triton.metrics_url)
+    assert any(name == "nv_inference_count_total" and ("model", "musiq") in labels for name, labels in samples)
+
+
+def test_a_model_without_its_weights_is_not_ready_while_the_others_serve(fake_store, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    for qmodel in (QUALITY_MODELS["musiq"], QUALITY_MODELS["musiq-spaq"]):
+        for f in qmodel.files:
+            (store / f.name).symlink_to(fake_store / f.name)
+    lost = QUALITY_MODELS["musiq"].main.name
+    (store / lost).unlink()
+    server = start_triton(tmp_path, store, models=["musiq", "musiq_spaq", "silero_vad"])
+    c = TritonClient(server.address)
+    try:
+        states = c.states()
+        assert states["musiq"][0] == "UNAVAILABLE"
+        assert lost in states["musiq"][1] and str(store) in states["musiq"][1]
+        assert states["musiq_spaq"][0] == "READY" and states["silero_vad"][0] == "READY"
+        assert states["topiq_iaa"][0] == "NOT_LOADED"  # not asked for
+        log = (tmp_path / "triton.log").read_text()
+        assert f"musiq not loaded: quality weights missing from the store {store}: {lost}" in log
+        # The others serve; the missing one fails the way a service can act on.
+        scores = TritonModels(c).scores("musiq-spaq", images(2))
+        assert scores.shape == (2,) and np.isfinite(scores).all()
+        with pytest.raises(ServiceError) as err:
+            TritonModels(c).scores("musiq", images(1))
+        assert err.value.code == "UNAVAILABLE" and "musiq" in str(err.value)
+        # paper mode names the reason; auto falls back to the labelled proxy and says why
+        with pytest.raises(WeightsMissing, match=f"musiq is UNAVAILABLE .*{lost}"):
+            QualityBackend(mode="paper", models=TritonModels(c))
+        auto = QualityBackend(mode="auto", models=TritonModels(c))
+        assert auto.resolved_mode == "proxy" and "musiq is UNAVAILABLE" in auto.notice
+    finally:
+        c.close()
+        server.close()
+
+
+# ---------------------------------------------------------------------------- same numbers
+@pytest.mark.parametrize("profile", ["reference", "paper"])
+def test_triton_and_in_process_give_the_same_scores(client, fake_store, profile):
+    import torch
+    torch.set_num_threads(2)
+    local = QualityBackend(mode="paper", profile=profile, store=fake_store)
+    served = QualityBackend(mode="paper", profile=profile, models=TritonModels(client))
+    assert served.resolved_mode == "paper" and "served by triton" in served.notice
+    frames = images(3)
+    # mouth crops of several sizes: the batch pads them onto one black canvas
+    crops = [f[40:40 + h, 30:30 + w] for f, (h, w) in zip(images(5, seed=1) * 2, [(20, 30), (24, 40), (18, 26)] * 4)]
+    calls = {"mouth_quality": crops}
+    if profile == "reference":  # global aesthetics and face quality use the same models in both profiles
+        calls.update(global_aesthetic=frames[:2], face_quality=frames)
+    for metric, inputs in calls.items():
+        want, got = getattr(local, metric)(inputs), getattr(served, metric)(inputs)
+        assert got.shape == want.shape == (len(inputs),) and np.isfinite(want).all(), metric
+        np.testing.assert_allclose(got, want, rtol=TOLERANCE, atol=TOLERANCE, err_msg=metric)
+    # provenance: the same models and checksums, only where they ran differs
+    assert served.provenance()["quality"] == local.provenance()["quality"]
+    assert served.provenance()["served_by"] == f"triton {client.url}"
+
+
+def test_silero_vad_on_triton_gives_the_same_segments(client):
+    rng = np.random.default_rng(3)
+    speech = [synthesize_speech(rng, lang, 4.0).audio for lang in ("en", "fr", "de")]
+    waves = [np.asarray(s, np.float32) for s in speech] + [np.zeros(7000, np.float32)]
+    local, served = AudioBackend(), AudioBackend(vad=TritonVad(client))
+    found = 0
+    for wave in waves:
+        assert served.speech_segments(wave) == local.speech_segments(wave)
+        found += len(local.speech_segments(wave))
+    assert found >= 3  # speech was found, so the comparison means something
+    # several waves of different lengths in one batch: each as if alone
+    alone = [speech_probabilities(load_vad_model(), [w])[0] for w in waves]
+    for got, want in zip(TritonVad(client).probabilities(waves), alone):
+        np.testing.assert_allclose(got, want, rtol=0, atol=TOLERANCE)
+
+
+# ---------------------------------------------------------------------------- dynamic batching
+def test_dynamic_batching_serves_concurrent_requests_in_fewer_executions(client, triton):
+    model, frames = "musiq", images(12, size=64)
+    before = client.statistics(model)
+    barrier = threading.Barrier(len(frames))
+
+    def one(frame):
+        barrier.wait()
+        return client.infer(model, "IMAGES", frame[None], ("SCORES",))["SCORES"][0, 0]
+    threads_out = [None] * len(frames)
+    workers = [threading.Thread(target=lambda i=i: threads_out.__setitem__(i, one(frames[i])))
+               for i in range(len(frames))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    after = client.statistics(model)
+    requests = after["inference_count"] - before["inference_count"]
+    executions = after["execution_count"] - before["execution_count"]
+    assert requests == len(frames)
+    assert executions < requests, f"{requests} requests took {executions} executions: no batching"
+    # each request still got its own image's score
+    alone = TritonModels(client).scores("musiq", frames)
+    np.testing.assert_allclose(np.array(threads_out, float), alone, rtol=TOLERANCE, atol=TOLERANCE)
+    # Triton's Prometheus metrics say the same
+    samples = scrape(triton.metrics_url)
+    labels = frozenset({"model": model, "version": "1"}.items())
+    assert samples[("nv_inference_exec_count_total", labels)] < samples[("nv_inference_count_total", labels)]
+
+
+# ---------------------------------------------------------------------------- Triton killed mid-run
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    kit = generate_kit(tmp_path_factory.mktemp("kit"), seed=11, n_clips=1, duration_s=2.0, size=128, variants=())
+    return kit.videos()[0]
+
+
+def quality_request(path, stride):
+    """A QualityRequest with the landmarks the landmarks service would have sent."""
+    settings = Settings(quality="paper", frame_stride=stride)
+    series = run_frame_pass(MediaReader(path, settings.limits), settings, None)
+    return quality_pb2.QualityRequest(
+        video=VideoRef(uri=str(path)), settings=RunSettings(quality="paper", frame_stride=stride),
+        landmarks=[wire.landmarks_to_proto("single", series.landmarks["single"])]), settings
+
+
+def test_triton_killed_mid_run_makes_the_services_unavailable_until_it_is_back(triton, clip, tmp_path, fake_store):
+    def service(name):
+        return ServiceProcess(name, ["--backend", "triton", "--triton-url", triton.address, "--quality", "paper",
+                                     "--weights-store", str(tmp_path), "--allow-root", str(clip.parent)],
+                              stderr=open(tmp_path / f"{name}.log", "a")).start(free_port(), 0)
+    quality, audio = service("quality"), service("audio")
+    channel = grpc.insecure_channel(quality.address)
+    stub = quality_pb2_grpc.QualityServiceStub(channel)
+    try:
+        quality.wait_for("SERVING", 120)
+        audio.wait_for("SERVING", 120)
+        # scores through the service equal the in-process backend's on the same frames
+        request, settings = quality_request(clip, stride=10)
+        first = stub.Score(request, timeout=300)
+        local = QualityBackend(mode="paper", store=fake_store)
+        frames = [f for i, f in MediaReader(clip, settings.limits).frames() if i % 10 == 0]
+        np.testing.assert_allclose(wire.get_array(first, "global_aesthetic"), local.global_aesthetic(frames),
+                                   rtol=TOLERANCE, atol=TOLERANCE)
+
+        # kill Triton while a call is running in it
+        slow, _ = quality_request(clip, stride=1)
+        outcome = {}
+        call = threading.Thread(target=lambda: outcome.update(error=_code_of(lambda: stub.Score(slow, timeout=300))))
+        call.start()
+        wait_in_flight(quality, "/theval.v1.QualityService/Score", 60)
+        time.sleep(2.0)  # into the call: ~50 frames of topiq_iaa take far longer
+        triton.kill()
+        call.join(120)
+        code, detail = outcome["error"]
+        assert code == grpc.StatusCode.UNAVAILABLE, (code, detail)
+        assert f"Triton at {triton.address}" in detail, detail
+        quality.wait_for("NOT_SERVING", 30)
+        audio.wait_for("NOT_SERVING", 30)
+        code, detail = _code_of(lambda: stub.Score(request, timeout=30))
+        assert code == grpc.StatusCode.UNAVAILABLE and "Triton" in detail, detail
+
+        triton.start()  # same ports
+        quality.wait_for("SERVING", 120)
+        audio.wait_for("SERVING", 120)
+        again = stub.Score(request, timeout=300)
+        for name in ("global_aesthetic", "face_quality", "mouth_quality"):
+            np.testing.assert_allclose(wire.get_array(again, name), wire.get_array(first, name),
+                                       rtol=TOLERANCE, atol=TOLERANCE, err_msg=name)
+    finally:
+        channel.close()
+        for p in (quality, audio):
+            p.terminate(30)
+        if not triton.alive():
+            triton.start()
+
+
+def _code_of(call):
+    try:
+        call()
+        return grpc.StatusCode.OK, ""
+    except grpc.RpcError as err:
+        return err.code(), err.details()
