@@ -8,6 +8,7 @@ sha256 of each weight file, or the VAD model's checksum) and where it runs. A re
 for PROVENANCE alone is answered without running the network.
 """
 import json
+import os
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -30,10 +31,10 @@ def _device(args) -> str:
 
 
 def _set_threads(params):
-    threads = int(params.get("torch_threads") or 0)
-    if threads > 0:
-        import torch
-        torch.set_num_threads(threads)
+    """torch threads of this instance: the config's torch_threads, else every core (torch's own
+    default is the physical cores, half of them on a hyper-threaded VM)."""
+    import torch
+    torch.set_num_threads(int(params.get("torch_threads") or 0) or os.cpu_count() or 1)
 
 
 def _wants(request, name: str) -> bool:
