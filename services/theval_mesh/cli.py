@@ -6,7 +6,7 @@ import sys
 from theval_mesh.common.errors import UserError
 
 # module name under theval_mesh.commands -> registered there with register(subparsers)
-COMMANDS = ("evaluate", "demo", "score", "synth", "weights", "serve", "mesh", "triton")
+COMMANDS = ("evaluate", "demo", "score", "synth", "weights", "serve", "mesh", "triton", "bulk")
 
 # Exit codes shared by every command.
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3

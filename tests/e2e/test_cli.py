@@ -87,26 +87,37 @@ def test_demo_runs_on_a_small_kit(tmp_path):
 
 def test_ctrl_c_keeps_finished_videos_and_rerun_skips_them(tiny_kit, tmp_path):
     import signal
+    import sqlite3
     import time
     out = tmp_path / "out"
     args = [THEVAL, "evaluate", "--gt", tiny_kit.dir("gt"), "--model", f"frozen={tiny_kit.dir('frozen_mouth')}",
             "--out", str(out), "--quality", "proxy", "--quiet"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log = out / "results.jsonl"
+    db = out / "results.sqlite"
+
+    def committed() -> list:
+        if not db.exists():
+            return []
+        try:
+            with sqlite3.connect(db) as c:
+                return [r[0] for r in c.execute("SELECT result FROM results ORDER BY committed")]
+        except sqlite3.OperationalError:  # the tables are being created
+            return []
     deadline = time.time() + 300
-    while time.time() < deadline and not (log.exists() and log.read_text().count("\n") >= 1):
+    while time.time() < deadline and len(committed()) < 1:
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
-    done = log.read_text().splitlines()
+    done = committed()
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     assert 1 <= len(done) < 4
     rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
-    assert rerun.returncode == 0
-    assert f"{len(done)} video(s) already scored" in rerun.stdout + rerun.stderr or len(done) == 0
-    lines = log.read_text().splitlines()
-    assert len(lines) == 4 and lines[:len(done)] == done  # finished ones were not redone
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{len(done)} video(s) already scored" in rerun.stdout + rerun.stderr
+    assert committed()[:len(done)] == done  # finished ones were not redone
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 4 and sorted(lines) == sorted(committed())
 
 
 def test_quality_paper_without_weights_fails_with_one_clear_line(tiny_kit, tmp_path):

@@ -53,8 +53,8 @@ def mesh_result(mesh, path, settings, model="", content=None):
 
 
 def comparable(result):
-    """Everything but the wall time, with NaN as None (NaN != NaN)."""
-    d = dataclasses.asdict(dataclasses.replace(result, seconds=0.0))
+    """Everything but the wall times, with NaN as None (NaN != NaN)."""
+    d = dataclasses.asdict(dataclasses.replace(result, seconds=0.0, timings={}))
     d["metrics"] = {k: None if math.isnan(v) else v for k, v in d["metrics"].items()}
     return d
 

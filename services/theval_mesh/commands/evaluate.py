@@ -8,14 +8,13 @@ from ..cli import EXIT_OK, EXIT_PARTIAL
 from ..common.errors import UserError
 from ..media.limits import Limits
 from ..metrics.profiles import PROFILES, REFERENCE
-from ..orchestrator import aggregate, batch, outputs
+from ..orchestrator import outputs, pipeline
 from ..orchestrator.inputs import parse_model_arg, plan
-from ..orchestrator.result_log import ResultLog
+from ..orchestrator.job_store import JobSpec, SqliteJobStore
+from ..orchestrator.report import Progress, write_report
 from ..orchestrator.results import FAILED
 from ..orchestrator.settings import QUALITY_MODES, RunSettings
-from ..quality.backend import QualityBackend
 from ..scoring import tables
-from ..scoring.final_score import leaderboard
 
 
 def add_run_options(p: argparse.ArgumentParser):
@@ -25,7 +24,9 @@ def add_run_options(p: argparse.ArgumentParser):
     p.add_argument("--quality", choices=QUALITY_MODES, default="auto",
                    help="quality models: paper (needs weights), proxy (training-free), auto (default)")
     p.add_argument("--frame-stride", type=int, default=1, metavar="N", help="use every Nth frame (default 1)")
-    p.add_argument("--workers", type=int, default=1, metavar="N", help="videos scored in parallel (default 1)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="Ray workers: videos scored in parallel, each worker loading the models once (default 1)")
+
     p.add_argument("--exact-reference", action="store_true",
                    help="run the reference code's extra FaceMesh passes instead of the single shared pass")
     p.add_argument("--normalise-translation", action="store_true",
@@ -58,41 +59,45 @@ def register(sub):
     p.add_argument("--mesh", default=None, metavar="HOST:PORT",
                    help="score through a running mesh's evaluator (`theval mesh up`) instead of in-process; "
                         "its allowed roots must hold the videos. --workers N keeps N videos in flight")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="run on this Ray cluster (default: start a local Ray for the run and stop it after)")
+    p.add_argument("--inline", action="store_true",
+                   help="score in this process, one video at a time, without Ray (for debugging)")
     add_run_options(p)
     p.set_defaults(func=run)
 
 
 def evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSettings, workers: int = 1,
-             gt_name: str = "GT", weights=None, weights_store=None, progress: bool = True, mesh: str | None = None):
-    """Score everything, write every output file; returns (board, results, paths).
-    mesh: HOST:PORT of an evaluator that scores the videos instead of in-process backends."""
-    names = [gt_name] + [m for m, _ in models]
-    items = plan([(gt_name, gt)] + list(models))
+             gt_name: str = "GT", weights=None, weights_store=None, progress: bool = True, mesh: str | None = None,
+             inline: bool = False, ray_address: str | None = None):
+    """Score everything as a job in <out>/results.sqlite, write every output file; returns
+    (board, results, paths). Runs on Ray (`workers` actors; a local Ray unless `ray_address`)
+    or, with `inline`, in this process. mesh: HOST:PORT of an evaluator that scores the videos
+    instead of in-process backends. Videos already scored with these settings are skipped."""
     if workers < 1:
         raise UserError("--workers must be at least 1")
-    # Resolve the quality models here, before any worker starts: missing weights for
-    # --quality paper stop the run with one clear line, and auto says what it chose.
-    # (Through a mesh, its quality service holds the weights.)
-    if not mesh:
-        quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=weights_store)
-        if progress:
-            print(quality.notice, file=sys.stderr)
+    inputs = [(gt_name, gt)] + list(models)
+    items = plan(inputs)
+    spec = JobSpec(inputs=[list(i) for i in inputs], settings=settings.key(), gt_name=gt_name, workers=workers,
+                   quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address)
+    notice = pipeline.check(spec)  # missing weights, a mesh that does not answer: one clear line
+    if progress and notice:
+        print(notice, file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
-    log = ResultLog(out / outputs.RESULTS_JSONL)
-    engine = None
-    if mesh:
-        from ..orchestrator.mesh_client import MeshEngine
-        engine = MeshEngine(mesh, settings)
-    results = batch.run(items, settings, log, workers=workers, quality_store=weights_store, progress=progress,
-                        engine=engine)
-    rows = aggregate.model_rows(results, names)
-    if rows[0].provenance is None:
-        raise UserError(f"no GT video could be scored (see {out / 'results.csv'}): nothing to compare with")
-    board = leaderboard(rows, gt_name=gt_name, weights=weights)
-    run_info = {"gt": gt, "models": dict(models), "settings": settings.key(), "workers": workers,
-                "provenance": rows[0].provenance, "warnings": board.warnings}
-    paths = outputs.write_all(out, results, rows, board, run_info)
-    paths["results_jsonl"] = out / outputs.RESULTS_JSONL
+    store = SqliteJobStore(out / outputs.RESULTS_DB)
+    job = store.create(spec, items)
+    shown = Progress(job, enabled=progress)
+    try:
+        if inline:
+            job = pipeline.run_inline(store, job.id, on_result=shown)
+        else:
+            job = pipeline.run_ray(store, job.id, workers, ray_address, on_result=shown)
+    finally:
+        shown.close()
+    if job.state != "done":
+        raise UserError(f"the run stopped ({job.state}): {job.error}; run the same command again to resume")
+    board, results, paths = write_report(out, store, job)
+    paths["results_db"] = out / outputs.RESULTS_DB
     return board, results, paths
 
 
@@ -118,6 +123,7 @@ def run(args) -> int:
     models = [parse_model_arg(m) for m in args.model]
     board, results, paths = evaluate(args.gt, models, Path(args.out), settings, workers=args.workers,
                                      gt_name=args.gt_name, weights=args.weights,
-                                     weights_store=args.weights_store, progress=not args.quiet, mesh=args.mesh)
+                                     weights_store=args.weights_store, progress=not args.quiet, mesh=args.mesh,
+                                     inline=args.inline, ray_address=args.ray_address)
     print_summary(board, results, paths)
     return EXIT_PARTIAL if partial(results) else EXIT_OK

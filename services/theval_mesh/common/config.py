@@ -89,6 +89,11 @@ OPTIONS = (
     Option("concurrency", "THEVAL_CONCURRENCY",
            "videos of one EvaluateStream or CreateReference scored at once (default 2)", int, 2,
            services=("evaluator",)),
+    Option("job_workers", "THEVAL_JOB_WORKERS", "Ray workers of a submitted job unless it says (default 2)",
+           int, 2, services=("evaluator",)),
+    Option("ray_address", "THEVAL_RAY_ADDRESS",
+           "the Ray cluster that runs submitted jobs (default: a local Ray, started with the first job)",
+           services=("evaluator",)),
 )
 
 
@@ -113,6 +118,8 @@ class Config:
     call_timeout_s: float = 600.0
     retries: int = 3
     concurrency: int = 2
+    job_workers: int = 2
+    ray_address: str | None = None
 
 
 def add_options(parser: argparse.ArgumentParser, services=SERVICES):
@@ -182,7 +189,7 @@ def load(service: str, args=None, environ=None) -> Config:
     for dest in ("port", "metrics_port"):
         check(dest, lambda p: 0 <= p <= 65535, "must be a port number 0-65535 (0: any free port)")
     for dest in ("max_video_bytes", "max_message_bytes", "max_side_px", "workers", "frame_stride",
-                 "concurrency"):
+                 "concurrency", "job_workers"):
         check(dest, lambda x: x >= 1, "must be at least 1")
     for dest in ("max_duration_s", "call_timeout_s"):
         check(dest, lambda x: x > 0, "must be more than 0")
@@ -229,7 +236,8 @@ def load(service: str, args=None, environ=None) -> Config:
     except ValueError as err:
         raise UserError(str(err)) from None
     keep = {k: v[k] for k in ("max_video_bytes", "max_message_bytes", "workers", "grace_s", "weights_store",
-                              "backend", "triton_url", "call_timeout_s", "retries", "concurrency") if k in v}
+                              "backend", "triton_url", "call_timeout_s", "retries", "concurrency", "job_workers",
+                              "ray_address") if k in v}
     return Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],
                   allowed_roots=tuple(roots), run=run, limits=run.limits, store=store, dependencies=deps,
                   **keep)

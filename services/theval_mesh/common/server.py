@@ -41,6 +41,7 @@ class Service:
     readiness: Callable | None = None   # () -> (ok, why not): e.g. the dependencies' health
     on_stop: Callable | None = None     # after the last call finished
     receive_limit: int | None = None    # largest request accepted (default max_message_bytes)
+    on_bound: Callable | None = None    # (host, port) once the gRPC port is bound
 
 
 def serve(config: Config, service: Service) -> int:
@@ -72,6 +73,8 @@ def serve(config: Config, service: Service) -> int:
         print(f"error: {name}: cannot serve metrics on {config.host}:{config.metrics_port} ({err.strerror}); "
               "choose another with --metrics-port", file=sys.stderr)
         return 1
+    if service.on_bound:
+        service.on_bound(config.host, port)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

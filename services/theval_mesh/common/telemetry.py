@@ -27,6 +27,19 @@ QUEUE = prom.Gauge("theval_evaluator_queue_depth", "videos received in streams a
 DEPENDENCY_UP = prom.Gauge("theval_dependency_up", "1 when a service the evaluator needs is SERVING",
                            ["dependency"])
 
+# The orchestrator (a bulk job's driver, or the evaluator running submitted jobs)
+JOBS_RUNNING = prom.Gauge("theval_jobs_running", "jobs this process is driving now")
+JOBS_FINISHED = prom.Counter("theval_jobs_finished", "jobs this process stopped driving, by final state",
+                             ["state"])
+JOB_VIDEOS = prom.Counter("theval_job_videos", "videos a job committed, by outcome (ok, failed: a bad video)",
+                          ["outcome"])
+JOB_RETRIES = prom.Counter("theval_job_retries", "videos sent back to the queue after a transient failure")
+JOB_IN_FLIGHT = prom.Gauge("theval_job_in_flight", "videos queued on or being scored by the workers (the "
+                           "orchestrator's queue depth)")
+STAGE_SECONDS = prom.Histogram("theval_compute_seconds", "compute time per video, by stage (landmarks, quality, "
+                               "audio, head_pose) and per metric (metric:<key>)", ["stage"],
+                               buckets=(0.0001, 0.001) + LATENCY_BUCKETS)
+
 
 def start_http(host: str, port: int) -> tuple[object, int]:
     """Serve /metrics; returns (server, bound port)."""
@@ -113,3 +126,31 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 streaming(handler.unary_stream), handler.request_deserializer, handler.response_serializer)
         return grpc.stream_stream_rpc_method_handler(
             streaming(handler.stream_stream), handler.request_deserializer, handler.response_serializer)
+
+
+class _JobsCollector:
+    """Read at each scrape from the job store: jobs by state, and each unfinished job's videos."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+        by_state = GaugeMetricFamily("theval_jobs", "jobs in the job store, by state", labels=["state"])
+        videos = GaugeMetricFamily("theval_job_progress_videos", "videos of each unfinished job, by outcome "
+                                   "(done, failed, remaining)", labels=["job", "outcome"])
+        counts: dict = {}
+        for job in self.store.jobs():
+            counts[job.state] = counts.get(job.state, 0) + 1
+            if job.state not in ("done", "failed", "cancelled"):
+                for outcome, n in (("done", job.done), ("failed", job.failed), ("remaining", job.remaining)):
+                    videos.add_metric([job.id, outcome], n)
+        for state, n in sorted(counts.items()):
+            by_state.add_metric([state], n)
+        yield by_state
+        yield videos
+
+
+def register_jobs(store):
+    """Expose the job store's jobs on this process's /metrics."""
+    prom.REGISTRY.register(_JobsCollector(store))

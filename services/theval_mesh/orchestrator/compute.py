@@ -1,4 +1,6 @@
-"""From the series of one video to its 8 raw metrics, with a reason for every NaN."""
+"""From the series of one video to its 8 raw metrics, with a reason for every NaN and the
+compute time of each (for the orchestrator's per-metric Prometheus histogram)."""
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,11 +15,11 @@ from ..metrics.loudness import loudness_at
 from ..metrics.quality import mean_score
 from ..metrics.silent_lip import silent_lip_stability
 from ..metrics.speech_frames import silent_frames, speech_mask
+from ..scoring.names import KEYS
 from .frame_pass import FrameSeries
 from .settings import RunSettings
 
-METRIC_KEYS = ("global_aesthetic", "mouth_quality", "face_quality", "lip_dynamics",
-               "head_motion", "eyebrow_dynamics", "silent_lip_stability", "lip_sync")
+METRIC_KEYS = KEYS  # the engine's order, the reference CSV column order
 
 
 @dataclass
@@ -25,8 +27,13 @@ class MetricValues:
     values: dict[str, float] = field(default_factory=dict)
     nan_reasons: dict[str, str] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    _since: float = field(default_factory=time.perf_counter)
 
     def set(self, key: str, value: float, reason_if_nan: str, frames: int):
+        """Record one metric; its compute time is the time since the previous set()."""
+        now = time.perf_counter()
+        self.seconds[key], self._since = now - self._since, now
         self.values[key] = float(value)
         self.counts[key] = int(frames)
         if np.isnan(value):

@@ -6,7 +6,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
-from ..common.errors import UserError
+from ..common.errors import ServiceError, UserError
 from ..servicers import wire
 from ..servicers.evaluator import RESULT_TRAILER
 from .results import VideoResult
@@ -16,9 +16,7 @@ READY_TIMEOUT_S = 10.0
 
 
 class MeshEngine:
-    """score_video() like Engine's, through the evaluator. Thread-safe: batch.run may call it
-    from several threads at once (`--workers N` calls in flight)."""
-    concurrent = True
+    """score_video() like Engine's, through the evaluator; thread-safe."""
 
     def __init__(self, address: str, settings: RunSettings, timeout_s: float = 3600.0):
         host, _, port = address.rpartition(":")
@@ -50,9 +48,9 @@ class MeshEngine:
             result = wire.result_from_proto(response.result)
         except grpc.RpcError as err:
             trailer = dict(err.trailing_metadata() or ()).get(RESULT_TRAILER)
-            if trailer is None:  # the mesh failed, not the video: stop rather than record it
-                raise UserError(f"the mesh at {self.address} could not score {path}: "
-                                f"{err.code().name}: {err.details()}") from None
+            if trailer is None:  # the mesh failed, not the video: retried, never recorded as the video's fault
+                raise ServiceError(err.code().name, f"the mesh at {self.address} could not score {path}: "
+                                   f"{err.details()}") from None
             result = wire.result_from_proto(evaluator_pb2.VideoResult.FromString(trailer))
             if result.reason:  # name the file as the user did, not as the server resolved it
                 result.reason = result.reason.replace(os.path.realpath(path), str(path))

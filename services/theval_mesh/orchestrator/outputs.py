@@ -11,6 +11,7 @@ from .compute import METRIC_KEYS
 from .results import VideoResult
 
 RESULTS_JSONL = "results.jsonl"
+RESULTS_DB = "results.sqlite"  # the job store of `theval evaluate`: every result as it is committed
 
 
 def write_results_csv(results: list[VideoResult], path: Path):
@@ -69,6 +70,7 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
     """Write every output file; return name -> path."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {
+        "results_jsonl": out / RESULTS_JSONL,
         "results_csv": out / "results.csv",
         "raw_metrics": out / "raw_metrics.csv",
         "leaderboard_csv": out / "leaderboard.csv",
@@ -76,6 +78,7 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
         "plot": out / "leaderboard.png",
         "run": out / "run.json",
     }
+    paths["results_jsonl"].write_text("".join(r.to_json() + "\n" for r in results))
     write_results_csv(results, paths["results_csv"])
     tables.write_raw_csv(rows, paths["raw_metrics"])
     tables.write_leaderboard_csv(board, paths["leaderboard_csv"])

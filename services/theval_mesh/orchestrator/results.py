@@ -3,7 +3,15 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
+from ..scoring.names import KEYS
+
 OK, FAILED = "ok", "failed"
+
+
+def in_metric_order(d: dict) -> dict:
+    """A per-metric dict in the engine's order (the CSV writers iterate them), whatever order
+    JSON or protobuf gave it back in."""
+    return {k: d[k] for k in sorted(d, key=lambda k: (KEYS.index(k) if k in KEYS else len(KEYS), k))}
 
 
 @dataclass
@@ -23,6 +31,7 @@ class VideoResult:
     height: int = 0
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # stage or "metric:<key>" -> seconds
     settings: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
 
@@ -35,4 +44,6 @@ class VideoResult:
     def from_json(cls, line: str) -> "VideoResult":
         d = json.loads(line)
         d["metrics"] = {k: (math.nan if v is None else v) for k, v in d["metrics"].items()}
+        for key in ("metrics", "nan_reasons", "counts"):
+            d[key] = in_metric_order(d[key])
         return cls(**d)

@@ -93,8 +93,23 @@ def score(open_video, result: VideoResult, settings: RunSettings, on_frames=None
     return error
 
 
+class _Clock:
+    """Wall time of each stage as the composition sees it. Embedded, the frame pass scores quality
+    as it decodes, so "landmarks" holds both; in the mesh, a stage that ran beside another shows
+    only the time its result was still awaited."""
+
+    def __init__(self, timings: dict):
+        self.timings, self.last = timings, time.perf_counter()
+
+    def lap(self, stage: str):
+        now = time.perf_counter()
+        self.timings[stage] = round(self.timings.get(stage, 0.0) + now - self.last, 6)
+        self.last = now
+
+
 def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames):
     info = video.info
+    clock = _Clock(result.timings)
     result.fps, result.width, result.height = info.fps, info.width, info.height
     audio = video.audio()
     silent = None
@@ -102,7 +117,9 @@ def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames)
         # The reference's silent-lip pass tracks only silent frames, which must be known
         # before the landmark pass.
         silent = silent_frames(audio.result().speech or [], info.fps, _frame_estimate(info))
+        clock.lap("audio")
     series = video.landmarks(silent, on_frames)
+    clock.lap("landmarks")
     single = series.landmarks["single"]
     result.frames_total, result.frames_used = series.frame_count, len(single.frame_index)
     result.face_frames = int(single.face_found().sum())
@@ -110,13 +127,17 @@ def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames)
         raise VideoError(info.path, f"no face found in any of the {result.frames_used} frames used")
     quality = video.quality(series)
     pose = video.head_pose(single.points, info.width, info.height)
+    clock.lap("head_pose")
     series = quality.result()
+    clock.lap("quality")
     audio_series = audio.result()
+    clock.lap("audio")
     if audio_series.rms is None:
         result.warnings.append("audio track is empty" if info.has_audio
                                else "no audio track: synchronisation metrics are NaN")
     values = compute_metrics(series, pose, audio_series, s)
     result.metrics, result.nan_reasons, result.counts = values.values, values.nan_reasons, values.counts
+    result.timings.update({f"metric:{k}": round(v, 6) for k, v in values.seconds.items()})
 
 
 def _frame_estimate(info) -> int:

@@ -28,6 +28,7 @@ from ..scoring.final_score import RawRow, leaderboard
 from ..scoring.names import NAME_OF_KEY
 from . import wire
 from .common import opened_video, run_settings
+from .jobs import Jobs
 
 log = logging.getLogger("theval.evaluator")
 SERVICE = evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"].full_name
@@ -54,12 +55,19 @@ def _outcome(error) -> str:
 class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
     def __init__(self, config: Config, store: ReferenceStore | None, clients: MeshClients):
         self.config, self._store, self.clients = config, store, clients
+        self._jobs: Jobs | None = None
 
     @property
     def store(self) -> ReferenceStore:
         if self._store is None:
             raise ServiceError("UNAVAILABLE", "the evaluator is still opening its reference store")
         return self._store
+
+    @property
+    def jobs(self) -> Jobs:
+        if self._jobs is None:
+            raise ServiceError("UNAVAILABLE", "the evaluator is still opening its job store")
+        return self._jobs
 
     # ------------------------------------------------------------------ scoring one video
     def _reference(self, name: str) -> Reference | None:
@@ -261,6 +269,26 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         return out
 
 
+    # ------------------------------------------------------------------ bulk jobs (servicers/jobs.py)
+    @rpc
+    def SubmitJob(self, request, context):
+        return self.jobs.submit(request)
+
+    @rpc
+    def GetJob(self, request, context):
+        return self.jobs.get(request.id)
+
+    def StreamJob(self, request, context):
+        try:
+            yield from self.jobs.stream(request.id, context)
+        except Exception as err:  # noqa: BLE001 - a status, as @rpc does for unary calls
+            context.abort(*status_of(err))
+
+    @rpc
+    def CancelJob(self, request, context):
+        return self.jobs.cancel(request.id)
+
+
 def _nan_reasons(results, metrics) -> str:
     keys = {NAME_OF_KEY[k]: k for k in NAME_OF_KEY}
     reasons = []
@@ -302,6 +330,15 @@ def register(config: Config):
 
     def load():
         state["store"] = servicer._store = ReferenceStore(config.store)
+        jobs = Jobs(config)
+        if "address" in state:
+            jobs.bound(*state["address"])
+        servicer._jobs = jobs
+
+    def bound(host, port):
+        state["address"] = (host, port)
+        if servicer._jobs is not None:
+            servicer._jobs.bound(host, port)
 
     servicer = EvaluatorServicer(config, None, clients)
 
@@ -310,9 +347,11 @@ def register(config: Config):
         return [SERVICE]
 
     def stop():
+        if servicer._jobs is not None:
+            servicer._jobs.close()
         clients.close()
         if "store" in state:
             state["store"].close()
     # Clients send videos as bytes up to max_video_bytes: refuse anything much larger unread.
     return Service(add, load=load, readiness=deps.check, on_stop=stop,
-                   receive_limit=config.max_video_bytes + MIB)
+                   receive_limit=config.max_video_bytes + MIB, on_bound=bound)

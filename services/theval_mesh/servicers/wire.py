@@ -14,8 +14,7 @@ from ..audio.series import AudioSeries
 from ..headpose.backend import HeadPose
 from ..landmarks.backend import LandmarkSeries
 from ..media.decode import VideoInfo
-from ..orchestrator.compute import METRIC_KEYS
-from ..orchestrator.results import VideoResult
+from ..orchestrator.results import VideoResult, in_metric_order
 from ..orchestrator.settings import RunSettings
 
 _WIRE_DTYPE = {"float": "<f4", "double": "<f8"}
@@ -151,25 +150,20 @@ def audio_from_proto(m) -> AudioSeries:
 
 
 # ------------------------------------------------------------------ results
-def _ordered(d: dict) -> dict:
-    """Metric dicts in the engine's order (the CSV writers iterate them)."""
-    return {k: d[k] for k in sorted(d, key=lambda k: (METRIC_KEYS.index(k) if k in METRIC_KEYS else 99, k))}
-
-
 def result_to_proto(r: VideoResult) -> evaluator_pb2.VideoResult:
     return evaluator_pb2.VideoResult(
         model=r.model, video=r.video, status=r.status, reason=r.reason or "", metrics=r.metrics,
         nan_reasons=r.nan_reasons, counts=r.counts, frames_total=r.frames_total,
         frames_used=r.frames_used, face_frames=r.face_frames, fps=r.fps, width=r.width, height=r.height,
         seconds=r.seconds, warnings=r.warnings, settings_json=json.dumps(r.settings),
-        provenance_json=json.dumps(r.provenance))
+        provenance_json=json.dumps(r.provenance), timings=r.timings)
 
 
 def result_from_proto(m: evaluator_pb2.VideoResult) -> VideoResult:
     return VideoResult(
         model=m.model, video=m.video, status=m.status, reason=m.reason or None,
-        metrics=_ordered(dict(m.metrics)), nan_reasons=_ordered(dict(m.nan_reasons)),
-        counts=_ordered(dict(m.counts)), frames_total=m.frames_total, frames_used=m.frames_used,
+        metrics=in_metric_order(dict(m.metrics)), nan_reasons=in_metric_order(dict(m.nan_reasons)),
+        counts=in_metric_order(dict(m.counts)), frames_total=m.frames_total, frames_used=m.frames_used,
         face_frames=m.face_frames, fps=m.fps, width=m.width, height=m.height, seconds=m.seconds,
         warnings=list(m.warnings), settings=json.loads(m.settings_json or "{}"),
-        provenance=json.loads(m.provenance_json or "{}"))
+        provenance=json.loads(m.provenance_json or "{}"), timings=dict(m.timings))

@@ -40,6 +40,26 @@ class EvaluatorServiceStub(object):
                 request_serializer=theval_dot_v1_dot_evaluator__pb2.GetLeaderboardRequest.SerializeToString,
                 response_deserializer=theval_dot_v1_dot_evaluator__pb2.Leaderboard.FromString,
                 )
+        self.SubmitJob = channel.unary_unary(
+                '/theval.v1.EvaluatorService/SubmitJob',
+                request_serializer=theval_dot_v1_dot_evaluator__pb2.SubmitJobRequest.SerializeToString,
+                response_deserializer=theval_dot_v1_dot_evaluator__pb2.Job.FromString,
+                )
+        self.GetJob = channel.unary_unary(
+                '/theval.v1.EvaluatorService/GetJob',
+                request_serializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
+                response_deserializer=theval_dot_v1_dot_evaluator__pb2.Job.FromString,
+                )
+        self.StreamJob = channel.unary_stream(
+                '/theval.v1.EvaluatorService/StreamJob',
+                request_serializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
+                response_deserializer=theval_dot_v1_dot_evaluator__pb2.Job.FromString,
+                )
+        self.CancelJob = channel.unary_unary(
+                '/theval.v1.EvaluatorService/CancelJob',
+                request_serializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
+                response_deserializer=theval_dot_v1_dot_evaluator__pb2.Job.FromString,
+                )
 
 
 class EvaluatorServiceServicer(object):
@@ -82,6 +102,35 @@ class EvaluatorServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitJob(self, request, context):
+        """Bulk jobs: every video of folders under the allowed roots, scored by Ray workers (each
+        through this evaluator); each result is committed to the evaluator's store as it finishes,
+        so a job survives a crash of its workers and skips what is done when resumed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamJob(self, request, context):
+        """Progress events: the job each time its counts or state change, until it stops.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelJob(self, request, context):
+        """Stop a job: no new video starts; its committed results stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +158,26 @@ def add_EvaluatorServiceServicer_to_server(servicer, server):
                     servicer.GetLeaderboard,
                     request_deserializer=theval_dot_v1_dot_evaluator__pb2.GetLeaderboardRequest.FromString,
                     response_serializer=theval_dot_v1_dot_evaluator__pb2.Leaderboard.SerializeToString,
+            ),
+            'SubmitJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitJob,
+                    request_deserializer=theval_dot_v1_dot_evaluator__pb2.SubmitJobRequest.FromString,
+                    response_serializer=theval_dot_v1_dot_evaluator__pb2.Job.SerializeToString,
+            ),
+            'GetJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJob,
+                    request_deserializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.FromString,
+                    response_serializer=theval_dot_v1_dot_evaluator__pb2.Job.SerializeToString,
+            ),
+            'StreamJob': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamJob,
+                    request_deserializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.FromString,
+                    response_serializer=theval_dot_v1_dot_evaluator__pb2.Job.SerializeToString,
+            ),
+            'CancelJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelJob,
+                    request_deserializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.FromString,
+                    response_serializer=theval_dot_v1_dot_evaluator__pb2.Job.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -202,5 +271,73 @@ class EvaluatorService(object):
         return grpc.experimental.unary_unary(request, target, '/theval.v1.EvaluatorService/GetLeaderboard',
             theval_dot_v1_dot_evaluator__pb2.GetLeaderboardRequest.SerializeToString,
             theval_dot_v1_dot_evaluator__pb2.Leaderboard.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SubmitJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/theval.v1.EvaluatorService/SubmitJob',
+            theval_dot_v1_dot_evaluator__pb2.SubmitJobRequest.SerializeToString,
+            theval_dot_v1_dot_evaluator__pb2.Job.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/theval.v1.EvaluatorService/GetJob',
+            theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
+            theval_dot_v1_dot_evaluator__pb2.Job.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def StreamJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/theval.v1.EvaluatorService/StreamJob',
+            theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
+            theval_dot_v1_dot_evaluator__pb2.Job.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CancelJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/theval.v1.EvaluatorService/CancelJob',
+            theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
+            theval_dot_v1_dot_evaluator__pb2.Job.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,0 +1,215 @@
+"""`theval bulk`: durable, resumable scoring jobs over many videos, on Ray.
+
+submit writes the job (every video, the settings) to the job store and starts its driver in the
+background; the driver commits each result as it finishes, so `status` can report from the
+store at any time, a crash loses only the videos in flight, and `resume` goes on from there.
+"""
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..cli import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
+from ..common.errors import UserError
+from ..orchestrator import pipeline
+from ..orchestrator.drivers import last_line, start_driver
+from ..orchestrator.inputs import parse_model_arg, plan
+from ..orchestrator.job_store import FINISHED, JobSpec, SqliteJobStore
+from ..orchestrator.report import Progress, write_report
+from .evaluate import add_run_options, print_summary, settings_from
+
+START_TIMEOUT_S = 120.0
+
+
+def default_store() -> Path:
+    env = os.environ.get("THEVAL_JOBS")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "theval" / "jobs.sqlite"
+
+
+def _store_option(p):
+    p.add_argument("--store", default=None, metavar="FILE",
+                   help="the job store, SQLite (default $THEVAL_JOBS or ~/.cache/theval/jobs.sqlite)")
+
+
+def _background_options(p):
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="run on this Ray cluster (default: a local Ray, started and stopped by the job's driver)")
+    p.add_argument("--wait", action="store_true", help="drive the job in this terminal, with a progress bar")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="the driver serves Prometheus /metrics on this port")
+
+
+def register(sub):
+    p = sub.add_parser("bulk", help="durable, resumable scoring jobs over many videos (Ray)",
+                       description="Bulk scoring jobs: submit, then status / results / resume / cancel by job id. "
+                                   "Every result is committed to the job store as it finishes.")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    s = actions.add_parser("submit", help="start a job; prints its id")
+    s.add_argument("--gt", required=True, metavar="DIR", help="GT videos: a folder, a video, or a .txt list")
+    s.add_argument("--gt-name", default="GT", help="name of the GT row (default GT)")
+    s.add_argument("--model", action="append", default=[], metavar="NAME=DIR", help="a model's videos (repeatable)")
+    s.add_argument("--mesh", default=None, metavar="HOST:PORT",
+                   help="score through a running mesh's evaluator instead of in-process models")
+    _store_option(s)
+    _background_options(s)
+    add_run_options(s)
+    s.set_defaults(func=submit)
+
+    for name, fn, text in (("status", status, "progress of a job: done, failed, remaining, rate, ETA"),
+                           ("resume", resume, "continue a job after a crash or a stop"),
+                           ("cancel", cancel, "stop a job (its committed results stay)"),
+                           ("run", run, "drive a job in this process (what submit and resume start)")):
+        a = actions.add_parser(name, help=text)
+        a.add_argument("id", help="the job id `submit` printed")
+        _store_option(a)
+        if name in ("resume", "run"):
+            _background_options(a)
+            a.add_argument("--workers", type=int, default=None, metavar="N", help="Ray workers (default: the job's)")
+        a.set_defaults(func=fn)
+
+    r = actions.add_parser("results", help="write a job's results, leaderboard and plot (as `theval evaluate`)")
+    r.add_argument("id")
+    r.add_argument("--out", required=True, metavar="DIR")
+    _store_option(r)
+    r.set_defaults(func=results)
+
+    ls = actions.add_parser("list", help="every job of the store")
+    _store_option(ls)
+    ls.set_defaults(func=list_jobs)
+
+
+def open_store(args) -> SqliteJobStore:
+    path = Path(args.store) if args.store else default_store()
+    if not args.store:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return SqliteJobStore(path)
+
+
+# ---------------------------------------------------------------------------- submit / resume / run
+def submit(args) -> int:
+    if args.workers < 1:
+        raise UserError("--workers must be at least 1")
+    settings = settings_from(args)
+    inputs = [(args.gt_name, args.gt)] + [parse_model_arg(m) for m in args.model]
+    spec = JobSpec(inputs=[list(i) for i in inputs], settings=settings.key(), gt_name=args.gt_name,
+                   workers=args.workers, quality_store=args.weights_store, mesh=args.mesh, weights=args.weights,
+                   ray_address=args.ray_address)
+    notice = pipeline.check(spec)
+    if notice and not args.quiet:
+        print(notice, file=sys.stderr)
+    store = open_store(args)
+    job = store.create(spec, plan(inputs))
+    print(f"{job.id}: {job.total} videos", flush=True)
+    return _drive(args, store, job.id)
+
+
+def resume(args) -> int:
+    store = open_store(args)
+    job = store.get(args.id)
+    if job.state == "running":
+        raise UserError(f"{job.id} is running (driver {job.driver}): nothing to resume")
+    if job.state == "done":
+        print(f"{job.id} is done: {job.done} scored, {job.failed} failed; `theval bulk results {job.id} --out DIR`")
+        return EXIT_OK
+    return _drive(args, store, job.id)
+
+
+def _drive(args, store, job_id: str) -> int:
+    """Run the driver here (--wait) or start it in the background and wait until it holds the job."""
+    if getattr(args, "wait", False):
+        return _run_here(store, job_id, args)
+    driver, log = start_driver(store.path, job_id, getattr(args, "workers", None), getattr(args, "ray_address", None),
+                               getattr(args, "metrics_port", None))
+    end = time.monotonic() + START_TIMEOUT_S
+    while store.get(job_id).state not in ("running",) + FINISHED:
+        if driver.poll() is not None or time.monotonic() > end:
+            raise UserError(f"the driver of {job_id} did not start ({last_line(log)}); log: {log}")
+        time.sleep(0.2)
+    print(f"{job_id}: running in the background (driver pid {driver.pid}, log {log})\n"
+          f"  theval bulk status {job_id}    theval bulk results {job_id} --out DIR")
+    return EXIT_OK
+
+
+def _run_here(store, job_id: str, args) -> int:
+    job = store.get(job_id)
+    workers = args.workers or job.spec.workers
+    address = args.ray_address or job.spec.ray_address
+    if getattr(args, "metrics_port", None) is not None:
+        from ..common.telemetry import register_jobs, start_http
+        register_jobs(store)
+        _, port = start_http("127.0.0.1", args.metrics_port)
+        print(f"{job_id}: metrics on http://127.0.0.1:{port}/metrics", flush=True)
+    shown = Progress(job, enabled=sys.stderr.isatty() or bool(getattr(args, "wait", False)))
+    try:
+        job = pipeline.run_ray(store, job_id, workers, address, on_result=shown)
+    finally:
+        shown.close()
+    print(_summary(job), flush=True)
+    return EXIT_OK if job.state == "done" and not job.failed else EXIT_PARTIAL if job.state == "done" else EXIT_ERROR
+
+
+def run(args) -> int:
+    return _run_here(open_store(args), args.id, args)
+
+
+# ---------------------------------------------------------------------------- reading a job
+def _ago(t: float | None) -> str:
+    return "never" if t is None else f"{time.time() - t:.0f} s ago"
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def _summary(job) -> str:
+    line = (f"{job.id} {job.state}: {job.total} videos, {job.done} done, {job.failed} failed, "
+            f"{job.remaining} remaining")
+    if job.error:
+        line += f"\n  error: {job.error}"
+    if job.state == "interrupted":
+        line += f"\n  resume with: theval bulk resume {job.id}"
+    return line
+
+
+def status(args) -> int:
+    job = open_store(args).get(args.id)
+    print(_summary(job))
+    if job.state == "running":
+        print(f"  driver {job.driver}, heartbeat {_ago(job.heartbeat)}")
+        print(f"  rate {job.rate * 60:.1f} videos/min, ETA {_eta(job.eta_s)}")
+    s = job.spec
+    print(f"  models: {', '.join(name for name, _ in s.inputs)}; settings: " +
+          ", ".join(f"{k}={v}" for k, v in s.settings.items()) + (f"; mesh {s.mesh}" if s.mesh else ""))
+    return EXIT_OK
+
+
+def results(args) -> int:
+    store = open_store(args)
+    job = store.get(args.id)
+    if job.remaining:
+        print(f"warning: {job.id} is {job.state} with {job.remaining} video(s) not scored yet: the leaderboard "
+              "covers the scored ones", file=sys.stderr)
+    board, scored, paths = write_report(Path(args.out), store, job)
+    print_summary(board, scored, paths)
+    return EXIT_PARTIAL if job.failed or job.remaining else EXIT_OK
+
+
+def cancel(args) -> int:
+    job = open_store(args).request_cancel(args.id)
+    print(f"{job.id}: " + ("cancel requested; the driver stops within a few seconds" if job.cancel and
+                           job.state == "running" else job.state))
+    return EXIT_OK
+
+
+def list_jobs(args) -> int:
+    jobs = open_store(args).jobs()
+    if not jobs:
+        print("no jobs yet: theval bulk submit --gt DIR --model NAME=DIR ...")
+    for job in jobs:
+        print(f"{job.id}  {job.state:<11} {job.done + job.failed}/{job.total}  "
+              f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(job.created))}  "
+              + " ".join(name for name, _ in job.spec.inputs))
+    return EXIT_OK

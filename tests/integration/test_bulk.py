@@ -1,0 +1,203 @@
+"""Bulk jobs on a real Ray instance with real models (proxy quality): hundreds of short clips,
+bad videos, the orchestrator SIGKILLed and resumed, a mesh service killed mid-job, flat memory.
+Clips are hard links of a few synthetic talking heads (scoring does not care that they repeat)."""
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from mesh_support import Mesh, free_port, scrape
+from theval_mesh.common import telemetry
+from theval_mesh.common.config import DEPENDENCIES
+from theval_mesh.orchestrator.inputs import plan
+from theval_mesh.orchestrator.job_store import JobSpec, SqliteJobStore
+from theval_mesh.orchestrator.pipeline import run_ray
+from theval_mesh.orchestrator.report import write_report
+from theval_mesh.orchestrator.settings import RunSettings
+from theval_mesh.synth import generate_kit
+from theval_mesh.synth.bad_inputs import write_bad_inputs
+
+pytestmark = pytest.mark.slow
+SETTINGS = RunSettings(quality="proxy").key()
+CLIPS = 100  # per model: GT and one variant, plus the bad ones = 205 videos
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    kit = generate_kit(tmp_path_factory.mktemp("src"), seed=21, n_clips=2, duration_s=1.5, size=128,
+                       variants=("blur",))
+    return {"gt": kit.videos(), "blur": kit.videos("blur")}
+
+
+def copies(sources, folder: Path, n: int) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        os.link(sources[i % len(sources)], folder / f"c{i:04d}.mp4")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def inputs(source, tmp_path_factory):
+    root = tmp_path_factory.mktemp("videos")
+    write_bad_inputs(root / "bad", size=128, duration_s=1.5)
+    return [["GT", str(copies(source["gt"], root / "gt", CLIPS))],
+            ["blur", str(copies(source["blur"], root / "blur", CLIPS))],
+            ["bad", str(root / "bad")], ["gone", str(root / "no-such-folder")]]
+
+
+def new_job(store_path, inputs, workers=2, settings=SETTINGS, **kw):
+    store = SqliteJobStore(store_path)
+    spec = JobSpec(inputs=inputs, settings=settings, workers=workers, **kw)
+    return store, store.create(spec, plan([tuple(i) for i in inputs]))
+
+
+def one_result_per_item(store_path, job_id) -> tuple[int, int, int]:
+    """(items, items with exactly one result, results in all)."""
+    with sqlite3.connect(store_path) as db:
+        per_item = db.execute(
+            "SELECT count(r.model) FROM items i LEFT JOIN results r ON r.model=i.model AND r.video=i.video "
+            "WHERE i.job=? GROUP BY i.seq", (job_id,)).fetchall()
+        total = db.execute("SELECT count(*) FROM results").fetchone()[0]
+    return len(per_item), sum(1 for (n,) in per_item if n == 1), total
+
+
+@pytest.fixture(scope="module")
+def finished(inputs, tmp_path_factory):
+    """One uninterrupted job over the 205 videos, on 2 Ray workers."""
+    path = tmp_path_factory.mktemp("jobs") / "jobs.sqlite"
+    store, job = new_job(path, inputs)
+    return path, store, run_ray(store, job.id, workers=2)
+
+
+def test_a_job_of_200_clips_has_exactly_one_result_per_clip(finished):
+    path, store, job = finished
+    assert job.state == "done" and job.total == 2 * CLIPS + 5
+    assert one_result_per_item(path, job.id) == (job.total, job.total, job.total)
+    assert job.done + job.failed == job.total and job.remaining == 0
+
+
+def test_bad_videos_fail_alone_with_their_reason(finished):
+    path, store, job = finished
+    failed = {Path(r.video).name: r.reason for r in store.results(job.id) if r.status == "failed"}
+    assert set(failed) == {"corrupt.mp4", "not_a_video.mp4", "no_face.mp4", "no-such-folder"}
+    assert "no face" in failed["no_face.mp4"] and "not found" in failed["no-such-folder"]
+    assert all(failed.values())
+    no_audio = next(r for r in store.results(job.id) if r.video.endswith("no_audio.mp4"))
+    assert no_audio.status == "ok" and no_audio.nan_reasons["lip_sync"] == "no audio track"
+    ok = [r for r in store.results(job.id) if r.model in ("GT", "blur")]
+    assert len(ok) == 2 * CLIPS and all(r.status == "ok" for r in ok)
+    assert all("metric:lip_sync" in r.timings for r in ok)  # per-metric compute time is recorded
+
+
+def _theval(*args, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "theval_mesh.cli", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def test_an_orchestrator_killed_mid_job_resumes_without_loss_or_duplicates(finished, inputs, tmp_path):
+    path = tmp_path / "jobs.sqlite"
+    store, job = new_job(path, inputs)
+    metrics = free_port()
+    driver = _theval("bulk", "run", job.id, "--store", path, "--metrics-port", metrics)
+    end = time.monotonic() + 300
+    while store.get(job.id).done < 40:
+        assert driver.poll() is None, driver.stdout.read()
+        assert time.monotonic() < end, "the job made no progress"
+        time.sleep(0.1)
+    # the orchestrator's own Prometheus metrics, mid-job
+    samples = scrape(f"http://127.0.0.1:{metrics}/metrics")
+    assert samples[("theval_jobs", frozenset({("state", "running")}))] == 1
+    assert samples[("theval_job_videos_total", frozenset({("outcome", "ok")}))] >= 30
+    assert samples[("theval_job_progress_videos", frozenset({("job", job.id), ("outcome", "remaining")}))] > 0
+    assert samples[("theval_compute_seconds_count", frozenset({("stage", "metric:lip_sync")}))] >= 30
+    assert ("theval_job_in_flight", frozenset()) in samples
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    killed = store.get(job.id)
+    assert killed.state == "interrupted" and 0 < killed.remaining < job.total
+    resumed = _theval("bulk", "resume", job.id, "--store", path, "--wait")
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 3, out  # 3: done, some videos failed (the bad ones)
+    assert f"resuming: {killed.done + killed.failed} video(s) already scored" in out
+    job = store.get(job.id)
+    assert job.state == "done"
+    assert one_result_per_item(path, job.id) == (job.total, job.total, job.total)
+    # the leaderboard equals the uninterrupted run's
+    _, other_store, other = finished
+    board, _, _ = write_report(tmp_path / "resumed", store, job)
+    reference, _, _ = write_report(tmp_path / "uninterrupted", other_store, other)
+    assert repr([(r.model, r.final, r.scores) for r in board.rows]) == repr([(r.model, r.final, r.scores) for r in reference.rows])
+
+
+def test_a_mesh_service_killed_mid_job_is_survived_by_retries(source, tmp_path):
+    clips = copies(source["gt"], tmp_path / "gt", 24)
+    mesh = Mesh(tmp_path, roots=[tmp_path], ports={d: free_port() for d in DEPENDENCIES})
+    mesh.start()
+    try:
+        store, job = new_job(tmp_path / "jobs.sqlite", [["GT", str(clips)]], mesh=mesh.procs["evaluator"].address)
+        retries = telemetry.JOB_RETRIES._value.get()
+        outcome = {}
+        runner = threading.Thread(target=lambda: outcome.update(job=run_ray(store, job.id, workers=2)))
+        runner.start()
+        end = time.monotonic() + 300
+        while store.get(job.id).done < 4:
+            assert time.monotonic() < end and runner.is_alive()
+            time.sleep(0.05)
+        landmarks = mesh.procs["landmarks"]
+        landmarks.kill()  # SIGKILL: the videos in flight lose their landmarks call
+        time.sleep(1.0)
+        landmarks.start()  # same port
+        runner.join(600)
+        job = outcome["job"]
+        assert job.state == "done" and job.done == 24 and job.failed == 0, job.error
+        assert one_result_per_item(tmp_path / "jobs.sqlite", job.id)[:2] == (24, 24)
+        assert telemetry.JOB_RETRIES._value.get() > retries, "no video was retried"
+    finally:
+        mesh.stop()
+
+
+MAXRSS = ("import resource, sys; from theval_mesh.cli import main; code = main(sys.argv[1:]); "
+          "print('MAXRSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(code)")
+
+
+def driver_peak_rss_kb(source, tmp_path, n) -> int:
+    clips = copies(source["gt"], tmp_path / f"gt{n}", n)
+    # every 10th frame: a cheaper video, the same orchestration
+    store, job = new_job(tmp_path / f"jobs{n}.sqlite", [["GT", str(clips)]],
+                         settings=RunSettings(quality="proxy", frame_stride=10).key())
+    run = subprocess.run([sys.executable, "-c", MAXRSS, "bulk", "run", job.id, "--store", str(store.path)],
+                         capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert store.get(job.id).done == n
+    return int(run.stdout.split("MAXRSS_KB")[1].split()[0])
+
+
+def test_the_orchestrator_memory_stays_flat_with_the_job_size(source, tmp_path):
+    small, large = driver_peak_rss_kb(source, tmp_path, 100), driver_peak_rss_kb(source, tmp_path, 1000)
+    print(f"driver peak RSS: 100 clips {small / 1024:.0f} MB, 1000 clips {large / 1024:.0f} MB")
+    assert large <= 1.5 * small, (small, large)
+
+
+def test_a_job_runs_on_an_existing_ray_cluster_and_leaves_it_running(source, tmp_path):
+    """--ray-address: a real Ray head started with `ray start` (as KubeRay runs one), not by the job."""
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    port = free_port()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    subprocess.run([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                    "--disable-usage-stats"], check=True, capture_output=True, timeout=120, env=env)
+    try:
+        clips = copies(source["gt"], tmp_path / "gt", 6)
+        address = f"127.0.0.1:{port}"
+        store, job = new_job(tmp_path / "jobs.sqlite", [["GT", str(clips)]], ray_address=address)
+        job = run_ray(store, job.id, workers=2, ray_address=address)
+        assert job.state == "done" and job.done == 6
+        alive = subprocess.run([ray_cli, "status", f"--address={address}"], capture_output=True, text=True,
+                               timeout=60, env=env)
+        assert alive.returncode == 0, alive.stderr  # the cluster outlives the job
+    finally:
+        subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=120, env=env)

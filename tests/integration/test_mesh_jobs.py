@@ -1,0 +1,70 @@
+"""The evaluator's bulk-job API (SubmitJob, GetJob, StreamJob, CancelJob) on a real mesh, each
+job run by its own driver process on a real local Ray."""
+import os
+
+import grpc
+import pytest
+from mesh_support import Mesh, scrape
+from theval_mesh.api.v1 import evaluator_pb2
+from theval_mesh.synth import generate_kit, write_bad_inputs
+
+pytestmark = pytest.mark.slow
+C = grpc.StatusCode
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("videos")
+    kit = generate_kit(root / "kit", seed=9, n_clips=2, duration_s=1.5, size=128, variants=())
+    for name, n in (("small", 6), ("large", 60)):
+        (root / name).mkdir()
+        for i in range(n):
+            os.link(kit.videos()[i % 2], root / name / f"c{i:03d}.mp4")
+    write_bad_inputs(root / "small" / "bad", size=128, duration_s=1.5)
+    return root
+
+
+@pytest.fixture(scope="module")
+def mesh(videos, tmp_path_factory):
+    m = Mesh(tmp_path_factory.mktemp("mesh"), roots=[videos], evaluator_args=["--job-workers", "2"]).start()
+    yield m
+    m.stop()
+
+
+def test_a_submitted_job_streams_its_progress_to_the_end(mesh, videos):
+    job = mesh.evaluator.SubmitJob(evaluator_pb2.SubmitJobRequest(gt=str(videos / "small")), timeout=120)
+    assert job.id.startswith("job-") and job.total == 6 + 4 and job.state in ("queued", "running")
+    events = list(mesh.evaluator.StreamJob(evaluator_pb2.JobRequest(id=job.id), timeout=600))
+    assert events[-1].state == "done", events[-1]
+    done = [e.done + e.failed for e in events]
+    assert done == sorted(done) and len(events) >= 2  # it moved, never backwards
+    final = mesh.evaluator.GetJob(evaluator_pb2.JobRequest(id=job.id), timeout=30)
+    assert (final.total, final.done, final.failed, final.remaining) == (10, 7, 3, 0)  # no_audio scores
+    assert final.finished_unix >= final.started_unix > 0
+    samples = scrape(mesh.procs["evaluator"].metrics_url)  # the evaluator reads its job store
+    assert samples[("theval_jobs", frozenset({("state", "done")}))] >= 1
+
+
+def test_a_cancelled_job_stops_and_keeps_what_it_committed(mesh, videos):
+    job = mesh.evaluator.SubmitJob(evaluator_pb2.SubmitJobRequest(gt=str(videos / "large"), workers=1), timeout=120)
+    for event in mesh.evaluator.StreamJob(evaluator_pb2.JobRequest(id=job.id), timeout=600):
+        if event.done >= 2:
+            break
+    mesh.evaluator.CancelJob(evaluator_pb2.JobRequest(id=job.id), timeout=30)
+    final = list(mesh.evaluator.StreamJob(evaluator_pb2.JobRequest(id=job.id), timeout=600))[-1]
+    assert final.state == "cancelled" and 2 <= final.done < 60 and final.remaining == 60 - final.done
+
+
+def test_job_requests_outside_the_rules_get_their_status(mesh, tmp_path):
+    def code(call):
+        try:
+            call()
+        except grpc.RpcError as err:
+            return err.code(), err.details()
+        return C.OK, ""
+    got, detail = code(lambda: mesh.evaluator.SubmitJob(evaluator_pb2.SubmitJobRequest(gt=str(tmp_path)), timeout=30))
+    assert got == C.PERMISSION_DENIED and "allowed" in detail or "outside" in detail, detail
+    got, detail = code(lambda: mesh.evaluator.GetJob(evaluator_pb2.JobRequest(id="job-nope"), timeout=30))
+    assert got == C.NOT_FOUND and "job-nope" in detail
+    got, _ = code(lambda: list(mesh.evaluator.StreamJob(evaluator_pb2.JobRequest(id="job-nope"), timeout=30)))
+    assert got == C.NOT_FOUND

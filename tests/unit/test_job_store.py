@@ -1,0 +1,127 @@
+"""The job store (real SQLite files): exactly one result per video whatever the commits, resume
+by skipping what is committed, results shared by settings, drivers and cancellation."""
+import multiprocessing as mp
+import os
+import sqlite3
+
+import pytest
+from theval_mesh.common.errors import NotFound, UserError
+from theval_mesh.orchestrator.inputs import Item
+from theval_mesh.orchestrator.job_store import PAGE, SCHEMA_VERSION, JobSpec, SqliteJobStore
+from theval_mesh.orchestrator.results import FAILED, OK, VideoResult
+from theval_mesh.orchestrator.settings import RunSettings
+
+SETTINGS = RunSettings(quality="proxy").key()
+
+
+def spec(settings=SETTINGS, **kw):
+    return JobSpec(inputs=[["GT", "gt/"], ["m", "m/"]], settings=settings, **kw)
+
+
+def items(n, model="m"):
+    return [Item(model, f"v{i:05d}.mp4") for i in range(n)]
+
+
+def result(item, status=OK, settings=SETTINGS, value=1.0):
+    return VideoResult(item.model, item.video, status, None if status == OK else "corrupt",
+                       metrics={"lip_sync": value}, settings=settings)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SqliteJobStore(tmp_path / "jobs.sqlite")
+    yield s
+    s.close()
+
+
+def test_a_job_lists_its_videos_once_and_pages_through_them(store):
+    job = store.create(spec(), items(PAGE + 10) + items(3))  # a video listed twice counts once
+    assert job.total == PAGE + 10 and job.state == "queued" and job.remaining == job.total
+    first = store.pending(job.id)
+    assert len(first) == PAGE and [s for s, _ in first] == list(range(PAGE))
+    rest = store.pending(job.id, after=first[-1][0])
+    assert [it.video for _, it in rest] == [f"v{i:05d}.mp4" for i in range(PAGE, PAGE + 10)]
+
+
+def test_a_second_commit_of_a_video_changes_nothing(store):
+    job = store.create(spec(), items(3))
+    it = items(3)[1]
+    assert store.commit(job.id, result(it, value=1.0)) is True
+    assert store.commit(job.id, result(it, value=2.0)) is False  # e.g. a retry that also finished
+    got = [r for r in store.results(job.id)]
+    assert len(got) == 1 and got[0].metrics["lip_sync"] == 1.0
+    job = store.get(job.id)
+    assert (job.done, job.failed, job.remaining) == (1, 0, 2)
+    assert [it.video for _, it in store.pending(job.id)] == ["v00000.mp4", "v00002.mp4"]
+
+
+def test_failed_videos_count_as_failed_and_are_not_pending(store):
+    job = store.create(spec(), items(2))
+    store.commit(job.id, result(items(2)[0], status=FAILED))
+    job = store.get(job.id)
+    assert (job.done, job.failed, job.remaining) == (0, 1, 1)
+
+
+def test_results_are_shared_by_settings_not_by_job(store):
+    a = store.create(spec(), items(4))
+    for it in items(4)[:3]:
+        store.commit(a.id, result(it))
+    b = store.create(spec(), items(5))  # e.g. a re-run with one more video: 3 already scored
+    assert store.get(b.id).done == 3 and [it.video for _, it in store.pending(b.id)] == ["v00003.mp4", "v00004.mp4"]
+    other = store.create(spec(settings={**SETTINGS, "frame_stride": 2}), items(4))
+    assert store.get(other.id).done == 0  # other settings: other numbers
+
+
+def _commit_all(path, job_id, lo, hi):
+    s = SqliteJobStore(path)
+    for it in items(hi)[lo:]:
+        s.commit(job_id, result(it))
+    s.close()
+
+
+def test_concurrent_writers_in_other_processes_never_duplicate(tmp_path):
+    path = tmp_path / "jobs.sqlite"
+    store = SqliteJobStore(path)
+    job = store.create(spec(), items(120))
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_commit_all, args=(path, job.id, lo, 120)) for lo in (0, 30, 60)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    job = store.get(job.id)
+    assert job.done == 120 and job.remaining == 0
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM results").fetchone()[0] == 120
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_driver_claims_a_job_once_and_a_dead_driver_means_interrupted(store, monkeypatch):
+    job = store.create(spec(), items(2))
+    claimed = store.claim(job.id)
+    assert claimed.state == "running" and claimed.driver.endswith(f":{os.getpid()}")
+    with pytest.raises(UserError, match="already running"):
+        store.claim(job.id)
+    assert store.beat(job.id) is False
+    store.request_cancel(job.id)
+    assert store.beat(job.id) is True  # the driver sees the cancel at its next heartbeat
+    # a driver that stopped beating long ago is no longer running
+    store._write(lambda db: db.execute("UPDATE jobs SET heartbeat=0 WHERE id=?", (job.id,)))
+    assert store.get(job.id).state == "interrupted"
+    assert store.claim(job.id).state == "running"  # resumable
+    store.finish(job.id, "done")
+    assert store.get(job.id).state == "done" and store.get(job.id).finished is not None
+
+
+def test_unknown_jobs_and_newer_schemas_are_refused_clearly(store, tmp_path):
+    with pytest.raises(NotFound, match="no job 'job-nope'"):
+        store.get("job-nope")
+    path = tmp_path / "new.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(UserError, match="newer than this theval"):
+        SqliteJobStore(path)
+    with pytest.raises(UserError, match="does not exist"):
+        SqliteJobStore(tmp_path / "no" / "such" / "dir" / "jobs.sqlite")
