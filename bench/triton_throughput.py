@@ -26,7 +26,7 @@ from theval_mesh.triton.repository import default_repository
 from theval_mesh.triton.server import TritonServer
 
 BATCHES = (1, 8, 32)
-REPEATS = 2
+REPEATS = 3
 
 
 def weights() -> tuple[Path, str]:
