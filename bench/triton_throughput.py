@@ -22,7 +22,8 @@ from theval_mesh.quality import weights_store as ws
 from theval_mesh.quality.local_models import LocalModels
 from theval_mesh.quality.registry import MODELS
 from theval_mesh.triton.client import TritonClient, TritonModels
-from theval_mesh.triton.repository import default_repository
+from theval_mesh.triton.repository import MODELS as TRITON_MODELS
+from theval_mesh.triton.repository import TRITON_NAME, default_repository
 from theval_mesh.triton.server import TritonServer
 
 BATCHES = (1, 8, 32)
@@ -59,8 +60,8 @@ def main():
     local, remote = LocalModels(store), TritonModels(client)
     rows = []
     try:
-        for name, qmodel in MODELS.items():
-            each = name == "topiq_nr-face"
+        for name in MODELS:
+            each = TRITON_MODELS[TRITON_NAME[name]].each  # topiq_nr-face: one image at a time
             local.scores(name, images[:1], each)  # load and warm up both paths
             remote.scores(name, images[:1], each)
             for b in BATCHES:
@@ -73,7 +74,7 @@ def main():
     finally:
         client.close()
         server.close()
-    print(f"\n| model | batch | in-process fps | Triton fps | Triton / in-process |\n|---|---|---|---|---|")
+    print("\n| model | batch | in-process fps | Triton fps | Triton / in-process |\n|---|---|---|---|---|")
     for name, b, fl, ft in rows:
         print(f"| {name} | {b} | {fl:.2f} | {ft:.2f} | {ft / fl:.2f} |")
 

@@ -1,19 +1,12 @@
 """Real mesh servers for the integration tests: `theval serve` child processes on loopback
 ports (chosen by the OS), found by their health, never by sleeping."""
-import socket
 from pathlib import Path
 
 import grpc
 import prometheus_client.parser
 from theval_mesh.api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 from theval_mesh.common.config import DEPENDENCIES
-from theval_mesh.common.launcher import ServiceProcess, stop_all
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from theval_mesh.common.launcher import ServiceProcess, free_port, stop_all  # noqa: F401 - free_port for the tests
 
 
 class Mesh:

@@ -26,7 +26,7 @@ from theval_mesh.servicers import wire
 from theval_mesh.synth import generate_kit
 from theval_mesh.synth.speech import synthesize_speech
 from theval_mesh.triton.client import TritonClient, TritonModels, TritonVad
-from theval_mesh.triton.repository import MODELS, TRITON_NAME, default_repository
+from theval_mesh.triton.repository import MODELS, default_repository
 from theval_mesh.triton.server import TritonServer
 
 pytestmark = pytest.mark.slow

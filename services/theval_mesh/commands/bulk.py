@@ -14,7 +14,7 @@ from ..common.errors import UserError
 from ..orchestrator import pipeline
 from ..orchestrator.drivers import last_line, start_driver
 from ..orchestrator.inputs import parse_model_arg, plan
-from ..orchestrator.job_store import FINISHED, JobSpec, SqliteJobStore
+from ..orchestrator.job_store import FINISHED, SqliteJobStore
 from ..orchestrator.report import Progress, write_report
 from .evaluate import add_run_options, print_summary, settings_from
 
@@ -90,16 +90,13 @@ def open_store(args) -> SqliteJobStore:
 def submit(args) -> int:
     if args.workers < 1:
         raise UserError("--workers must be at least 1")
-    settings = settings_from(args)
     inputs = [(args.gt_name, args.gt)] + [parse_model_arg(m) for m in args.model]
-    spec = JobSpec(inputs=[list(i) for i in inputs], settings=settings.key(), gt_name=args.gt_name,
-                   workers=args.workers, quality_store=args.weights_store, mesh=args.mesh, weights=args.weights,
-                   ray_address=args.ray_address)
-    notice = pipeline.check(spec)
-    if notice and not args.quiet:
-        print(notice, file=sys.stderr)
+    items = plan(inputs)
+    spec = pipeline.new_spec(inputs, settings_from(args), quiet=args.quiet, gt_name=args.gt_name,
+                             workers=args.workers, quality_store=args.weights_store, mesh=args.mesh,
+                             weights=args.weights, ray_address=args.ray_address)
     store = open_store(args)
-    job = store.create(spec, plan(inputs))
+    job = store.create(spec, items)
     print(f"{job.id}: {job.total} videos", flush=True)
     return _drive(args, store, job.id)
 

@@ -10,7 +10,7 @@ from ..media.limits import Limits
 from ..metrics.profiles import PROFILES, REFERENCE
 from ..orchestrator import outputs, pipeline
 from ..orchestrator.inputs import parse_model_arg, plan
-from ..orchestrator.job_store import JobSpec, SqliteJobStore
+from ..orchestrator.job_store import SqliteJobStore
 from ..orchestrator.report import Progress, write_report
 from ..orchestrator.results import FAILED
 from ..orchestrator.settings import QUALITY_MODES, RunSettings
@@ -76,13 +76,11 @@ def evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSet
     instead of in-process backends. Videos already scored with these settings are skipped."""
     if workers < 1:
         raise UserError("--workers must be at least 1")
-    inputs = [(gt_name, gt)] + list(models)
-    items = plan(inputs)
-    spec = JobSpec(inputs=[list(i) for i in inputs], settings=settings.key(), gt_name=gt_name, workers=workers,
-                   quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address)
-    notice = pipeline.check(spec)  # missing weights, a mesh that does not answer: one clear line
-    if progress and notice:
-        print(notice, file=sys.stderr)
+    items = plan([(gt_name, gt)] + list(models))
+    # Missing weights or a mesh that does not answer stop the run here, with one clear line.
+    spec = pipeline.new_spec([(gt_name, gt)] + list(models), settings, quiet=not progress, gt_name=gt_name,
+                             workers=workers, quality_store=weights_store, mesh=mesh, weights=weights,
+                             ray_address=ray_address)
     out.mkdir(parents=True, exist_ok=True)
     store = SqliteJobStore(out / outputs.RESULTS_DB)
     job = store.create(spec, items)

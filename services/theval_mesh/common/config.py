@@ -92,7 +92,7 @@ OPTIONS = (
     Option("job_workers", "THEVAL_JOB_WORKERS", "Ray workers of a submitted job unless it says (default 2)",
            int, 2, services=("evaluator",)),
     Option("ray_address", "THEVAL_RAY_ADDRESS",
-           "the Ray cluster that runs submitted jobs (default: a local Ray, started with the first job)",
+           "the Ray cluster that runs submitted jobs (default: each job's driver starts a local Ray)",
            services=("evaluator",)),
 )
 

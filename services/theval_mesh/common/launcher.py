@@ -4,6 +4,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +16,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 READY = re.compile(r"^(\w+): listening on (\S+):(\d+), metrics on (http://\S+/metrics)")
 # MediaPipe and TensorFlow Lite log every graph start at INFO/WARNING on stderr.
 QUIET = {"GLOG_minloglevel": "2", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS has free now (for servers that cannot report a port 0 they bound)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 class ChildProcess:

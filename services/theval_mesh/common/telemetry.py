@@ -27,7 +27,7 @@ QUEUE = prom.Gauge("theval_evaluator_queue_depth", "videos received in streams a
 DEPENDENCY_UP = prom.Gauge("theval_dependency_up", "1 when a service the evaluator needs is SERVING",
                            ["dependency"])
 
-# The orchestrator (a bulk job's driver, or the evaluator running submitted jobs)
+# The orchestrator: a job's driver process (`theval bulk run`)
 JOBS_RUNNING = prom.Gauge("theval_jobs_running", "jobs this process is driving now")
 JOBS_FINISHED = prom.Counter("theval_jobs_finished", "jobs this process stopped driving, by final state",
                              ["state"])
@@ -136,13 +136,15 @@ class _JobsCollector:
 
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
+
+        from ..orchestrator.job_store import FINISHED
         by_state = GaugeMetricFamily("theval_jobs", "jobs in the job store, by state", labels=["state"])
         videos = GaugeMetricFamily("theval_job_progress_videos", "videos of each unfinished job, by outcome "
                                    "(done, failed, remaining)", labels=["job", "outcome"])
         counts: dict = {}
         for job in self.store.jobs():
             counts[job.state] = counts.get(job.state, 0) + 1
-            if job.state not in ("done", "failed", "cancelled"):
+            if job.state not in FINISHED:
                 for outcome, n in (("done", job.done), ("failed", job.failed), ("remaining", job.remaining)):
                     videos.add_metric([job.id, outcome], n)
         for state, n in sorted(counts.items()):

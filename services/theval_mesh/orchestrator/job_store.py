@@ -6,7 +6,6 @@ after any crash), and a job resumes by skipping the items whose result is commit
 counts as done only once its commit returned. JobStore is the interface: a server database can
 implement it later; SqliteJobStore is the default.
 """
-import hashlib
 import json
 import os
 import socket
@@ -14,7 +13,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Iterable, Iterator, Protocol
 
 from ..common.errors import NotFound, UserError
@@ -24,10 +23,8 @@ from .results import FAILED, OK, VideoResult
 SCHEMA_VERSION = 1
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY, created REAL NOT NULL, spec TEXT NOT NULL, spec_hash TEXT NOT NULL,
-    settings_key TEXT NOT NULL, total INTEGER NOT NULL, state TEXT NOT NULL, error TEXT,
+    id TEXT PRIMARY KEY, created REAL NOT NULL, spec TEXT NOT NULL, settings_key TEXT NOT NULL, total INTEGER NOT NULL, state TEXT NOT NULL, error TEXT,
     cancel INTEGER NOT NULL DEFAULT 0, driver TEXT, heartbeat REAL, started REAL, finished REAL);
-CREATE INDEX IF NOT EXISTS jobs_spec ON jobs (spec_hash);
 CREATE TABLE IF NOT EXISTS items (
     job TEXT NOT NULL, seq INTEGER NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, missing TEXT,
     PRIMARY KEY (job, seq), UNIQUE (job, model, video));
@@ -58,10 +55,6 @@ class JobSpec:
     def settings_key(self) -> str:
         return json.dumps(self.settings, sort_keys=True)
 
-    def digest(self) -> str:
-        what = {"inputs": self.inputs, "settings": self.settings, "gt_name": self.gt_name}
-        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
-
 
 @dataclass
 class Job:
@@ -79,7 +72,6 @@ class Job:
     started: float | None = None
     finished: float | None = None
     rate: float = 0.0  # videos committed per second lately
-    extra: dict = field(default_factory=dict)
 
     @property
     def remaining(self) -> int:
@@ -92,7 +84,6 @@ class Job:
 
 class JobStore(Protocol):
     def create(self, spec: JobSpec, items: Iterable[Item]) -> Job: ...
-    def find(self, spec: JobSpec) -> Job | None: ...
     def get(self, job_id: str) -> Job: ...
     def jobs(self) -> list[Job]: ...
     def pending(self, job_id: str, after: int = -1, limit: int = PAGE) -> list[tuple[int, Item]]: ...
@@ -173,17 +164,10 @@ class SqliteJobStore:
                 cur = db.execute("INSERT OR IGNORE INTO items (job, seq, model, video, missing) VALUES (?,?,?,?,?)",
                                  (job_id, count, item.model, item.video, item.missing))
                 count += cur.rowcount
-            db.execute("INSERT INTO jobs (id, created, spec, spec_hash, settings_key, total, state) "
-                       "VALUES (?,?,?,?,?,?,?)",
-                       (job_id, time.time(), json.dumps(asdict(spec)), spec.digest(), spec.settings_key(),
-                        count, "queued"))
+            db.execute("INSERT INTO jobs (id, created, spec, settings_key, total, state) VALUES (?,?,?,?,?,?)",
+                       (job_id, time.time(), json.dumps(asdict(spec)), spec.settings_key(), count, "queued"))
         self._write(insert)
         return self.get(job_id)
-
-    def find(self, spec: JobSpec) -> Job | None:
-        """The latest job with this spec's inputs and settings (what a re-run resumes)."""
-        rows = self._query("SELECT id FROM jobs WHERE spec_hash=? ORDER BY created DESC LIMIT 1", (spec.digest(),))
-        return self.get(rows[0][0]) if rows else None
 
     def get(self, job_id: str) -> Job:
         rows = self._query("SELECT id, spec, state, total, created, error, cancel, driver, heartbeat, started, "

@@ -12,13 +12,14 @@ up to MAX_ATTEMPTS times, after a growing pause. Past that, the job stops "inter
 reason, nothing recorded for that video: `theval bulk resume` scores it later.
 """
 import os
+import sys
 import time
 from collections import deque
 
 from ..common.errors import ServiceError, UserError
 from ..common import telemetry
 from .inputs import Item
-from .job_store import HEARTBEAT_S, JobStore
+from .job_store import HEARTBEAT_S, JobSpec, JobStore
 from .results import FAILED, VideoResult
 from .settings import RunSettings
 
@@ -64,6 +65,16 @@ class Scorer:
             return seq, "retry", f"{err.code}: {err}"
 
 
+def new_spec(inputs, settings: RunSettings, quiet: bool = False, **options) -> JobSpec:
+    """The spec of a job over [(name, path), ...] (the GT first), checked now (check()); the
+    quality notice goes to stderr unless `quiet`."""
+    spec = JobSpec(inputs=[list(i) for i in inputs], settings=settings.key(), **options)
+    notice = check(spec)
+    if notice and not quiet:
+        print(notice, file=sys.stderr)
+    return spec
+
+
 def check(spec) -> str | None:
     """Stop now, with one clear line, on what would fail every video: missing weights for
     --quality paper, a mesh that does not answer. Returns the quality notice (embedded)."""
@@ -94,6 +105,7 @@ class _Loop:
         self.job = store.claim(job_id)
         self.spec = self.job.spec
         self.after = -1
+        self.drained = False  # every pending item of the store has been read
         self.page: deque = deque()
         self.retry: deque = deque()   # (ready_at, seq, item)
         self.attempts: dict = {}      # seq -> transient failures so far
@@ -107,8 +119,9 @@ class _Loop:
             _, seq, item = self.retry.popleft()
             return seq, item
         while not self.page:
-            rows = self.store.pending(self.job_id, self.after)
+            rows = [] if self.drained else self.store.pending(self.job_id, self.after)
             if not rows:
+                self.drained = True  # items are fixed when the job is created: none will come
                 return None
             self.after = rows[-1][0]
             for seq, item in rows:
@@ -119,7 +132,7 @@ class _Loop:
         return self.page.popleft()
 
     def exhausted(self) -> bool:
-        return not self.page and not self.retry and not self.store.pending(self.job_id, self.after, limit=1)
+        return self.drained and not self.page and not self.retry
 
     def commit(self, result: VideoResult):
         self.store.commit(self.job_id, result)
@@ -143,7 +156,7 @@ class _Loop:
             self.last_beat = time.monotonic()
             self.cancelled = self.store.beat(self.job_id)
 
-    def end(self, error: BaseException | None):
+    def end(self, error: BaseException | None) -> None:
         telemetry.JOBS_RUNNING.dec()
         if error is None:
             state = "cancelled" if self.cancelled else "done"
@@ -155,7 +168,6 @@ class _Loop:
             self.store.finish(self.job_id, "failed", f"{type(error).__name__}: {error}")
             state = "failed"
         telemetry.JOBS_FINISHED.labels(state).inc()
-        return self.store.get(self.job_id)
 
 
 def _run(loop: _Loop, body):

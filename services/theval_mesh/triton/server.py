@@ -12,7 +12,6 @@ On a GPU cluster the same repository runs in NVIDIA's Triton image instead (k8s/
 """
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -23,16 +22,10 @@ import urllib.request
 from pathlib import Path
 
 from ..common.errors import UserError
-from ..common.launcher import ChildProcess
+from ..common.launcher import ChildProcess, free_port
 
 SHM_DEFAULT_BYTES = 16 << 20  # the python backend's shared memory per model instance
 SHM_GROWTH_BYTES = 16 << 20
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def bundled_root() -> Path:
@@ -103,8 +96,6 @@ class TritonServer(ChildProcess):
     @property
     def address(self) -> str:
         return f"{self.host}:{self.ports['grpc']}"
-
-    grpc_url = address
 
     @property
     def http_url(self) -> str:
