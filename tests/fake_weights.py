@@ -31,7 +31,10 @@ def write_fake_store(store: Path, models=None) -> Path:
         for name, qmodel in MODELS.items():
             if models is not None and name not in models:
                 continue
-            opts = {**DEFAULT_CONFIGS[name]["metric_opts"], "pretrained": False}
+            # the network pyiqa builds: its table's options, overridden by the registry's kwargs
+            # (topiq_nr-face: pyiqa 0.1.13's options, the GFIQA model)
+            opts = {**DEFAULT_CONFIGS[name]["metric_opts"], **qmodel.create_kwargs,
+                    "pretrained": False}
             opts.pop("type")
             files = {f.where: store / f.name for f in qmodel.files}
             if name.startswith("musiq"):

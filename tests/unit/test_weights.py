@@ -41,12 +41,17 @@ def test_registry_matches_installed_pyiqa_and_facexlib():
     assert url_of("topiq_iaa", "main") == topiq_arch.default_model_urls["cfanet_iaa_ava_swin"]
     assert url_of("topiq_iaa", "torch_hub") == \
         topiq_swin.default_cfgs["swin_base_patch4_window12_384"]["url"]
-    assert url_of("topiq_nr-face", "main") == topiq_arch.default_model_urls["topiq_nr_cgfiqa_res50"]
+    # pyiqa 0.1.13's topiq_nr-face checkpoint (GFIQA), which 0.1.16's table still holds
+    # (test_quality_gfiqa.py checks it against 0.1.13's own values)
+    assert url_of("topiq_nr-face", "main") == topiq_arch.default_model_urls["topiq_nr_gfiqa_res50"]
     assert url_of("musiq", "main") == musiq_arch.default_model_urls["koniq10k"]
     assert url_of("musiq-spaq", "main") == musiq_arch.default_model_urls["spaq"]
     # the metric names map to those checkpoints in pyiqa's own configs
     assert DEFAULT_CONFIGS["topiq_iaa"]["metric_opts"]["model_name"] == "cfanet_iaa_ava_swin"
+    # ... except topiq_nr-face: 0.1.16's config names CGFIQA, so the registry passes 0.1.13's
+    # options, GFIQA's model_name among them, to create_metric
     assert DEFAULT_CONFIGS["topiq_nr-face"]["metric_opts"]["model_name"] == "topiq_nr_cgfiqa_res50"
+    assert MODELS["topiq_nr-face"].create_kwargs["model_name"] == "topiq_nr_gfiqa_res50"
     assert DEFAULT_CONFIGS["musiq"]["metric_opts"]["pretrained"] == "koniq10k"
     assert DEFAULT_CONFIGS["musiq-spaq"]["metric_opts"]["pretrained"] == "spaq"
     # facexlib keeps its URLs inside the init functions
@@ -137,7 +142,7 @@ def test_fetch_offline_fails_with_one_clear_line(tmp_path, no_network):
     assert len(msg.splitlines()) == 1 and no_network  # it tried, and was stopped at the socket
     assert MODELS["musiq"].main.url in msg and str(store) in msg
     assert "theval weights fetch" in msg
-    for name in ("musiq_koniq_ckpt-e95806b9.pth", "topiq_nr_cgfiqa_res50-0a8b8e4f.pth",
+    for name in ("musiq_koniq_ckpt-e95806b9.pth", "topiq_nr_gfiqa_res50-d76bf1ae.pth",
                  "detection_Resnet50_Final.pth", "parsing_parsenet.pth"):
         assert name in msg
 

@@ -9,6 +9,9 @@ pyiqa 0.1.16 downloads at construction time even with `pretrained=False`: topiq_
   - the main checkpoint goes in through pyiqa's own `pretrained_model_path`, then we check that it
     covers every parameter (pyiqa loads CFANet checkpoints with strict=False, so a wrong file would
     silently leave random weights).
+The pyiqa metric and its options come from the registry (`QualityModel.name`, `create_kwargs`:
+create_metric's public kwargs, which override pyiqa's table); a face model must come out with
+pyiqa's face alignment on (`aligns_faces`), or the build fails.
 This patches module globals, so builds are serialised by a lock.
 """
 import contextlib
@@ -19,7 +22,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from theval_mesh.common.errors import WeightsMissing
+from theval_mesh.common.errors import UserError, WeightsMissing
 from theval_mesh.quality.registry import QualityModel
 
 _BUILD_LOCK = threading.Lock()
@@ -89,6 +92,14 @@ def _checkpoint_keys(path: Path, weight_key: str | None) -> set:
     return set(clean_state_dict(state))
 
 
+def aligns_faces(net) -> bool:
+    """Whether a pyiqa CFANet aligns and crops the face before scoring: it has the facexlib
+    helper and alignment is on (pyiqa 0.1.16: constructor option `align_crop_face`, default True,
+    archs/topiq_arch.py:263, 281, 629-631; pyiqa 0.1.13 has no such attribute and aligns whenever
+    it built the helper, archs/topiq_arch.py:325 and 475-477)."""
+    return getattr(net, "face_helper", None) is not None and getattr(net, "align_crop_face", True)
+
+
 def build(qmodel: QualityModel, store: Path, device: str = "cpu"):
     """pyiqa InferenceModel of qmodel with the store's weights, in eval mode."""
     import pyiqa
@@ -110,6 +121,11 @@ def build(qmodel: QualityModel, store: Path, device: str = "cpu"):
             "`theval weights verify`") from err
     # Learned tensors only: index tables and attention masks are rebuilt by the constructor.
     net = metric.net
+    if qmodel.aligns_faces and not aligns_faces(net):
+        raise UserError(
+            f"pyiqa {pyiqa.__version__} builds {qmodel.name} (model_name "
+            f"{getattr(net, 'model_name', '?')!r}) without its facexlib face alignment, so its "
+            "scores would not be those of the reference; install the pyiqa of constraints.txt")
     needed = {n for n, _ in net.named_parameters()}
     needed |= {n for n, _ in net.named_buffers() if "running_" in n}
     uncovered = needed - keys
