@@ -14,6 +14,7 @@ import numpy as np
 
 from common import best_of, kit
 from theval_mesh.audio.backend import AudioBackend
+from theval_mesh.audio.resample import resample
 from theval_mesh.headpose.backend import estimate
 from theval_mesh.landmarks import passes
 from theval_mesh.landmarks.backend import FaceTracker
@@ -23,14 +24,14 @@ from theval_mesh.orchestrator.compute import compute_metrics
 from theval_mesh.orchestrator.frame_pass import run_frame_pass
 from theval_mesh.orchestrator.settings import RunSettings
 
-SETTINGS = RunSettings()
+SETTINGS = RunSettings(single_pass=True)
 
 
 def ours(path, vad):
-    reader = MediaReader(path)
+    reader = MediaReader(path, reference_audio=True)
     series = run_frame_pass(reader, SETTINGS, quality_backend=None)
     pose = estimate(series.landmarks["single"].points, series.width, series.height)
-    compute_metrics(series, pose, vad.analyse(reader.audio), SETTINGS)
+    compute_metrics(series, pose, vad.analyse(reader.audio, SETTINGS.profile), SETTINGS)
 
 
 def one_pass(path, mesh_pass, only=None):
@@ -47,7 +48,7 @@ def reference_style(path, vad):
     for _ in range(2):  # silent-lip and lip-sync each read the audio and run the VAD
         reader = MediaReader(path)
         audio = reader.read_audio()
-        speech = vad.speech_segments(audio.at_vad_rate())
+        speech, = vad.speech_segments(resample(audio.samples, audio.rate, 16000))
     silent = set(silent_frames(speech, reader.info.fps, int(reader.info.duration_s * reader.info.fps)).tolist())
     one_pass(path, passes.SILENT_LIP, only=silent)
     one_pass(path, passes.LIP_SYNC_REFERENCE)

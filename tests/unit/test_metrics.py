@@ -38,28 +38,29 @@ def lip_series_one_point_moving(xs):
 def test_lip_dynamics_reference_population_std():
     p = lip_series_one_point_moving([0, 1, 2])
     # std([0,1,2], ddof=0) = sqrt(2/3); 39 of 780 series -> sqrt(2/3)/20
-    assert lip_dynamics(p, np.arange(3)) == pytest.approx(math.sqrt(2 / 3) / 20, rel=1e-12)
+    assert lip_dynamics(p) == pytest.approx(math.sqrt(2 / 3) / 20, rel=1e-12)
 
 
 def test_lip_dynamics_paper_sample_std():
     p = lip_series_one_point_moving([0, 1, 2])
-    assert lip_dynamics(p, np.arange(3), "paper") == pytest.approx(1 / 20, rel=1e-12)
+    assert lip_dynamics(p, "paper") == pytest.approx(1 / 20, rel=1e-12)
 
 
 def test_lip_dynamics_skips_frames_without_face():
     p = lip_series_one_point_moving([0, None, 1, None, 2])
-    assert lip_dynamics(p, np.arange(5)) == pytest.approx(math.sqrt(2 / 3) / 20, rel=1e-12)
+    assert lip_dynamics(p) == pytest.approx(math.sqrt(2 / 3) / 20, rel=1e-12)
 
 
 def test_lip_dynamics_no_face_is_zero():
-    assert lip_dynamics(lip_series_one_point_moving([None, None]), np.arange(2)) == 0.0
+    assert lip_dynamics(lip_series_one_point_moving([None, None])) == 0.0
 
 
-def test_lip_dynamics_reference_uses_first_500_frames_only():
-    p = lip_series_one_point_moving([0, 2, 5])
-    idx = np.array([498, 499, 500])  # the third row lies past the reference's 500-frame segment
-    assert lip_dynamics(p, idx) == pytest.approx(1.0 / 20)  # std([0, 2]) = 1
-    assert lip_dynamics(p, idx, "paper") > 0.1  # paper uses the whole video
+def test_lip_dynamics_reference_uses_every_frame():
+    """The released reference reads until the end of the video and takes the population std over
+    every frame with a face: Naturalness/lip_dynamics.py at 3603338, lines 67-74 (read loop until
+    `cap.read()` fails), 92-96 (np.std over all kept shape vectors). No 500-frame cap."""
+    p = lip_series_one_point_moving([0, 2, 5, 9])  # rows of frames 0, 499, 500 and 5000
+    assert lip_dynamics(p) == pytest.approx(np.std([0, 2, 5, 9]) / 20, rel=1e-12)
 
 
 # ---------------------------------------------------------------- head motion

@@ -1,33 +1,40 @@
-"""Audio backend: loudness envelope in-process, Silero VAD (the ONNX model shipped in the
-silero-vad wheel, on onnxruntime) in-process or on a Triton server.
+"""Audio backend: loudness envelope in-process, Silero VAD in-process or on a Triton server.
+
+The VAD model is the one the reference uses: silero-vad 5.1.2's default model (package data,
+data/silero_vad_5.1.2/: its ONNX export, on onnxruntime; a test shows it gives the same segments
+as that release's JIT model, which `load_silero_vad()` loads by default).
 
 Silero's get_speech_timestamps is split in two: the model's speech probability per 512-sample
 window (speech_probabilities, run where the model lives) and silero's own thresholding of those
 probabilities (get_speech_timestamps_from_probs, always here). Both paths therefore give the
 same segments for the same probabilities.
 """
-import importlib.metadata
 import os
 import threading
 
 import numpy as np
-import silero_vad
 import torch
 from silero_vad.utils_vad import OnnxWrapper, get_speech_timestamps_from_probs
 
 from ..common.checksum import sha256_file
-from ..media.decode import Audio
+from ..media.audio import EXTRACTION, MOVIEPY_RATE, Audio
 from ..metrics.loudness import rms_envelope
+from ..metrics.profiles import REFERENCE
+from .resample import resample
 from .series import AudioSeries
 
-MODEL_FILE = os.path.join(os.path.dirname(silero_vad.__file__), "data", "silero_vad.onnx")
+MODEL_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "silero_vad_5.1.2")
+MODEL_FILE = os.path.join(MODEL_DIR, "silero_vad.onnx")
+JIT_FILE = os.path.join(MODEL_DIR, "silero_vad.jit")
 VAD_RATE = 16000
 WINDOW = 512  # samples per VAD window at 16 kHz (silero's fixed size)
 
 
+VAD_MODEL = "silero-vad 5.1.2 model"  # what the reference's `load_silero_vad()` loads
+
+
 def vad_provenance() -> str:
-    version = importlib.metadata.version("silero-vad")
-    return f"silero-vad {version} onnx sha256:{sha256_file(MODEL_FILE)[:16]}"
+    return f"{VAD_MODEL} silero_vad.onnx sha256:{sha256_file(MODEL_FILE)[:16]}"
 
 
 def load_vad_model() -> OnnxWrapper:
@@ -58,13 +65,15 @@ def speech_probabilities(model: OnnxWrapper, waves: list[np.ndarray]) -> list[np
 def segments_from_probabilities(probs: np.ndarray, n_samples: int) -> list[tuple[float, float]]:
     """Speech segments in seconds by silero's own rule with its defaults (as the reference).
 
-    return_seconds=True rounds to 0.1 s (silero's default time_resolution), as the reference
-    scripts did."""
+    With the defaults (no maximum speech length) the installed silero's rule is that of 5.1.2;
+    only the conversion to seconds changed: 5.1.2 rounds each edge to 0.1 s (utils_vad.py
+    `round(x / sampling_rate, 1)`), later releases also cap the end at the audio's length. The
+    reference scripts pass return_seconds=True, so this rounds as 5.1.2 does."""
     if n_samples == 0:
         return []
     stamps = get_speech_timestamps_from_probs([float(p) for p in probs], sampling_rate=VAD_RATE,
-                                              return_seconds=True, audio_length_samples=n_samples)
-    return [(float(s["start"]), float(s["end"])) for s in stamps]
+                                              audio_length_samples=n_samples)
+    return [(round(s["start"] / VAD_RATE, 1), round(s["end"] / VAD_RATE, 1)) for s in stamps]
 
 
 class LocalVad:
@@ -92,14 +101,22 @@ class AudioBackend:
     def provenance(self) -> str:
         return self.vad.provenance()
 
-    def speech_segments(self, samples_16k: np.ndarray) -> list[tuple[float, float]]:
-        """Speech segments in seconds (get_speech_timestamps with its defaults)."""
-        if len(samples_16k) == 0:
-            return []
-        probs = self.vad.probabilities([np.ascontiguousarray(samples_16k, dtype=np.float32)])[0]
-        return segments_from_probabilities(probs, len(samples_16k))
+    def speech_segments(self, *waves_16k: np.ndarray) -> list[list[tuple[float, float]]]:
+        """Speech segments in seconds of each 16 kHz wave (one VAD batch; waves not empty)."""
+        waves = [np.ascontiguousarray(w, dtype=np.float32) for w in waves_16k]
+        probs = self.vad.probabilities(waves)
+        return [segments_from_probabilities(p, len(w)) for p, w in zip(probs, waves)]
 
-    def analyse(self, audio: Audio):
-        """The audio stage: loudness envelope at the native rate and VAD speech segments."""
-        rms, times = rms_envelope(audio.samples, audio.rate)
-        return AudioSeries(rms, times, self.speech_segments(audio.at_vad_rate()))
+    def analyse(self, audio: Audio, profile: str = REFERENCE) -> AudioSeries:
+        """The audio stage: loudness envelope and VAD speech segments, from the signals the profile
+        reads (media.audio): `reference` as the reference scripts extract them, each metric its own;
+        `paper` the decoded track for both."""
+        if profile == REFERENCE:
+            rms, times = rms_envelope(audio.moviepy, MOVIEPY_RATE)
+            sync, silence = self.speech_segments(resample(audio.moviepy, MOVIEPY_RATE, VAD_RATE),
+                                                 resample(audio.pcm16, audio.rate, VAD_RATE))
+        else:
+            rms, times = rms_envelope(audio.samples, audio.rate)
+            sync, = self.speech_segments(resample(audio.samples, audio.rate, VAD_RATE))
+            silence = sync
+        return AudioSeries(rms, times, sync, silence, EXTRACTION[profile])

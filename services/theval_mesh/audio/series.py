@@ -7,6 +7,12 @@ import numpy as np
 @dataclass
 class AudioSeries:
     """None fields: the video has no audio track."""
-    rms: np.ndarray | None = None        # loudness envelope at the native rate (metrics.loudness)
+    rms: np.ndarray | None = None        # loudness envelope for lip-sync (metrics.loudness)
     rms_times: np.ndarray | None = None  # time of each envelope window, s
-    speech: list[tuple[float, float]] | None = None
+    speech: list[tuple[float, float]] | None = None          # VAD segments lip-sync uses, s
+    silence_speech: list[tuple[float, float]] | None = None  # ... and silent-lip stability
+    extraction: str = ""  # how the signals were taken from the file (media.audio.EXTRACTION)
+
+    def __post_init__(self):
+        if self.silence_speech is None:  # one VAD for both metrics
+            self.silence_speech = self.speech

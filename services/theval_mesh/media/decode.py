@@ -3,18 +3,17 @@
 Every problem with an input becomes a VideoError whose reason is one line a user can act on.
 """
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import av
 import numpy as np
-from scipy.signal import resample_poly
 
 from ..common.errors import InputTooLarge, VideoError
+from .audio import Audio, AudioGatherer
 from .limits import Limits
 
-VAD_RATE = 16000
 DECODER = f"pyav {av.__version__} (ffmpeg)"
 
 
@@ -27,23 +26,11 @@ class VideoInfo:
     duration_s: float
     has_audio: bool
     codec: str
-
-
-@dataclass
-class Audio:
-    samples: np.ndarray  # mono float32 at the native rate
-    rate: int
-
-    @property
-    def duration_s(self) -> float:
-        return len(self.samples) / self.rate if self.rate else 0.0
-
-    def at_vad_rate(self) -> np.ndarray:
-        """16 kHz mono float32, as Silero VAD expects."""
-        if self.rate == VAD_RATE:
-            return self.samples
-        g = np.gcd(self.rate, VAD_RATE)
-        return resample_poly(self.samples, VAD_RATE // g, self.rate // g).astype(np.float32)
+    # Frame count as OpenCV's CAP_PROP_FRAME_COUNT gives it (the stream's frame count, else
+    # duration x fps), which the reference's silent-lip script uses; lip-sync's decord counts the
+    # frames themselves. They agree on a well-formed constant-frame-rate file.
+    header_frames: int = 0
+    guessed_fps: float = 0.0  # the stream's base frame rate (r_frame_rate): != fps suggests VFR
 
 
 def _open(path: str) -> av.container.InputContainer:
@@ -67,9 +54,11 @@ class MediaReader:
     `frame_count` the number of decoded frames.
     """
 
-    def __init__(self, path, limits: Limits = Limits()):
+    def __init__(self, path, limits: Limits = Limits(), reference_audio: bool = False):
+        """reference_audio: also extract the audio as the reference scripts do (media.audio)."""
         self.path = str(path)
         self.limits = limits
+        self.reference_audio = reference_audio
         size = os.path.getsize(self.path) if os.path.isfile(self.path) else 0
         if size > limits.max_bytes:
             raise InputTooLarge(self.path, f"file is {size / 1e6:.0f} MB, over the {limits.max_bytes / 1e6:.0f} MB "
@@ -85,8 +74,11 @@ class MediaReader:
             self._container.close()
             raise VideoError(self.path, "video stream has no frame rate")
         duration = self._duration(v)
+        container_s = self._container.duration / av.time_base if self._container.duration else duration
         self.info = VideoInfo(self.path, v.codec_context.width, v.codec_context.height, fps,
-                              duration, a is not None, v.codec_context.name)
+                              duration, a is not None, v.codec_context.name,
+                              header_frames=v.frames or int(container_s * fps + 0.5),
+                              guessed_fps=float(v.guessed_rate or fps))
         self._check_limits()
         self.audio: Audio | None = None
         self.frame_count = 0
@@ -114,7 +106,7 @@ class MediaReader:
         c = self._container
         v = c.streams.video[0]
         streams = [v] + ([c.streams.audio[0]] if self.info.has_audio else [])
-        chunks, rate = [], 0
+        audio = AudioGatherer(self.reference_audio)
         try:
             for packet in c.demux(*streams):
                 for frame in packet.decode():
@@ -122,8 +114,7 @@ class MediaReader:
                         yield self.frame_count, frame.to_ndarray(format="rgb24")
                         self.frame_count += 1
                     else:
-                        rate = frame.sample_rate
-                        chunks.append(_channels(frame))
+                        audio.add(frame)
         except av.error.FFmpegError as err:
             raise VideoError(self.path, f"corrupt stream after {self.frame_count} frames ({err})") from err
         finally:
@@ -131,44 +122,25 @@ class MediaReader:
         if self.frame_count == 0:
             raise VideoError(self.path, "no decodable video frames")
         if self.info.has_audio:
-            self.audio = _mono(chunks, rate)
+            self.audio = audio.finish()
 
     def read_audio(self) -> Audio | None:
-        """Decode only the audio track (for the exact-reference mode, which needs it first)."""
+        """Decode only the audio track (the silent-lip pass needs the speech before the frames)."""
         if not self.info.has_audio:
             self.close()
             return None
-        chunks, rate = [], 0
+        audio = AudioGatherer(self.reference_audio)
         try:
             for frame in self._container.decode(audio=0):
-                rate = frame.sample_rate
-                chunks.append(_channels(frame))
+                audio.add(frame)
         except av.error.FFmpegError as err:
             raise VideoError(self.path, f"corrupt audio stream ({err})") from err
         finally:
             self.close()
-        return _mono(chunks, rate)
+        return audio.finish()
 
     def close(self):
         self._container.close()
-
-
-def _channels(frame) -> np.ndarray:
-    """An audio frame as float32 (channels, samples), whatever its sample format."""
-    a = frame.to_ndarray()
-    channels = len(frame.layout.channels)
-    if not frame.format.is_planar:  # interleaved: (1, n*channels)
-        a = a.reshape(-1, channels).T
-    if a.dtype.kind == "i":  # integer PCM -> [-1, 1)
-        a = a.astype(np.float32) / float(np.iinfo(a.dtype).max + 1)
-    return a.astype(np.float32).reshape(channels, -1)
-
-
-def _mono(chunks, rate) -> Audio:
-    """Channels averaged to mono, as librosa's mono=True does."""
-    if not chunks:
-        return Audio(np.zeros(0, np.float32), rate)
-    return Audio(np.concatenate(chunks, axis=1).mean(axis=0).astype(np.float32), rate)
 
 
 def read_all_frames(path, limits: Limits = Limits()) -> tuple[list[np.ndarray], MediaReader]:

@@ -7,22 +7,17 @@ from .landmark_sets import LIPS
 from .profiles import REFERENCE, std_ddof
 from .series import face_rows
 
-# The reference script scores one segment of at most 500 frames: the first 500 of the video.
-REFERENCE_FRAME_CAP = 500
 _PAIRS = np.array(list(combinations(range(len(LIPS)), 2)))  # 780 pairs, in the reference order
 
 
-def lip_dynamics(points_256: np.ndarray, frame_index: np.ndarray, profile: str = REFERENCE) -> float:
-    """points_256: (T, N, 2) landmarks in 256x256 pixel units, NaN rows where no face.
-
-    frame_index: (T,) the video frame number of each row (rows may be a stride of the video).
+def lip_dynamics(points_256: np.ndarray, profile: str = REFERENCE) -> float:
+    """points_256: (T, N, 2) landmarks in 256x256 pixel units of every used frame, NaN rows where
+    no face. Every frame counts (the reference reads to the end of the video: no frame cap).
     Returns 0.0 when no frame had a face (as the reference code does).
     """
     ddof = std_ddof(profile)
     points_256 = np.asarray(points_256, dtype=np.float64)
     keep = face_rows(points_256)
-    if profile == REFERENCE:
-        keep &= np.asarray(frame_index) < REFERENCE_FRAME_CAP
     lips = points_256[keep][:, list(LIPS), :]
     if len(lips) == 0:
         return 0.0

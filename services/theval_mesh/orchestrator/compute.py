@@ -60,7 +60,7 @@ def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, setting
 
     # Naturalness
     lip_series = fs.landmarks.get("lip_dynamics", single)
-    m.set("lip_dynamics", lip_dynamics(_xy(lip_series.points, 256, 256), lip_series.frame_index, settings.profile),
+    m.set("lip_dynamics", lip_dynamics(_xy(lip_series.points, 256, 256), settings.profile),
           "fewer than 2 frames with a face", int(lip_series.face_found().sum()))
     m.set("head_motion", head_motion(pose.pitch, pose.yaw, pose.roll, pose.cx, pose.cy,
                                      frame_size=(w, h) if settings.normalise_translation else None),
@@ -75,7 +75,9 @@ def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, setting
         return m
     total = fs.frame_count
     speech_all = speech_mask(audio.speech, fs.fps, total)
-    kept = silent_frames(audio.speech, fs.fps, total)
+    # As the reference scripts count frames: silent-lip OpenCV's header count, lip-sync decord's
+    # count of the frames themselves (stages._frame_count_warnings says when they differ).
+    kept = silent_frames(audio.silence_speech, fs.fps, fs.header_frames or total)
     silent_series = fs.landmarks.get("silent_lip")
     if silent_series is None:
         rows = np.isin(idx, kept)

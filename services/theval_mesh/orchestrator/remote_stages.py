@@ -115,7 +115,7 @@ class MeshVideo:
         return self.clients.call(service, method, request, self.deadline, self.path)
 
     def audio(self):
-        request = audio_pb2.AudioRequest(video=self.ref)
+        request = audio_pb2.AudioRequest(video=self.ref, profile=self.settings.profile)
         return self.clients.pool.submit(lambda: wire.audio_from_proto(self._call("audio", "Analyse", request)))
 
     def landmarks(self, silent, on_frames=None) -> FrameSeries:
@@ -128,6 +128,7 @@ class MeshVideo:
         if on_frames:
             on_frames(response.frame_count)
         return FrameSeries(info.width, info.height, info.fps, frame_count=response.frame_count,
+                           header_frames=self.info.header_frames,
                            landmarks={m.pass_name: wire.landmarks_from_proto(m) for m in response.series})
 
     def quality(self, series: FrameSeries):

@@ -5,9 +5,10 @@ import json
 from ..api.v1 import audio_pb2, audio_pb2_grpc, common_pb2
 from ..audio.backend import AudioBackend
 from ..common import telemetry
-from ..common.errors import ServiceError
+from ..common.errors import ServiceError, UserError
 from ..common.status import rpc
 from ..media.decode import MediaReader
+from ..metrics.profiles import PROFILES, REFERENCE
 from ..orchestrator.stages import analyse_audio
 from . import wire
 from .common import opened_video, servicer_service, triton_client, until_triton_answers
@@ -45,11 +46,14 @@ class AudioServicer(audio_pb2_grpc.AudioServiceServicer):
     def Analyse(self, request, context):
         backend = self._backend()
         with opened_video(request.video, self.config) as path:
-            reader = MediaReader(path, self.config.limits)
+            profile = request.profile or REFERENCE
+            if profile not in PROFILES:
+                raise UserError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
+            reader = MediaReader(path, self.config.limits, reference_audio=profile == REFERENCE)
             has_audio = reader.info.has_audio
             audio = reader.read_audio()
             with telemetry.timed(telemetry.INFERENCE.labels("audio", "silero-vad")):
-                series = analyse_audio(backend, audio)
+                series = analyse_audio(backend, audio, profile)
         return wire.audio_to_proto(series, has_audio, audio_pb2.AudioResponse())
 
     @rpc

@@ -82,7 +82,7 @@ def get_array(message, name: str) -> np.ndarray:
 # ------------------------------------------------------------------ settings and video info
 def settings_to_proto(s: RunSettings) -> common_pb2.RunSettings:
     return common_pb2.RunSettings(profile=s.profile, quality=s.quality, frame_stride=s.frame_stride,
-                                  exact_reference=s.exact_reference,
+                                  single_pass=s.single_pass,
                                   normalise_translation=s.normalise_translation)
 
 
@@ -90,7 +90,8 @@ def settings_from_proto(m: common_pb2.RunSettings, default: RunSettings, limits)
     """ValueError for a bad profile, quality mode or stride (the caller's INVALID_ARGUMENT)."""
     return RunSettings(profile=m.profile or default.profile, quality=m.quality or default.quality,
                        frame_stride=m.frame_stride or default.frame_stride,
-                       exact_reference=m.exact_reference, normalise_translation=m.normalise_translation,
+                       single_pass=m.single_pass or default.single_pass,
+                       normalise_translation=m.normalise_translation,
                        limits=limits)
 
 
@@ -139,6 +140,9 @@ def audio_to_proto(a: AudioSeries, has_audio: bool, message):
         set_array(message, "rms_times", a.rms_times)
         message.speech_start.extend([s for s, _ in a.speech])
         message.speech_end.extend([e for _, e in a.speech])
+        message.silence_speech_start.extend([s for s, _ in a.silence_speech])
+        message.silence_speech_end.extend([e for _, e in a.silence_speech])
+        message.extraction = a.extraction
     return message
 
 
@@ -146,7 +150,9 @@ def audio_from_proto(m) -> AudioSeries:
     if not m.has_samples:
         return AudioSeries()
     return AudioSeries(get_array(m, "rms"), get_array(m, "rms_times"),
-                       [(float(s), float(e)) for s, e in zip(m.speech_start, m.speech_end)])
+                       [(float(s), float(e)) for s, e in zip(m.speech_start, m.speech_end)],
+                       [(float(s), float(e)) for s, e in zip(m.silence_speech_start, m.silence_speech_end)],
+                       m.extraction)
 
 
 # ------------------------------------------------------------------ results
