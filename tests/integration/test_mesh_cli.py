@@ -111,7 +111,10 @@ def test_evaluate_through_the_mesh_writes_the_same_files(videos, mesh_up, tmp_pa
         else:
             assert table(f"mesh/{name}") == table(f"embedded/{name}"), name
     failed = [r for r in table("mesh/results.csv") if r["status"] == "failed"]
-    assert [r["video"].rsplit("/", 1)[1] for r in failed] == ["b.mp4", "c.mp4"]
+    assert [r["video"].rsplit("/", 1)[1] for r in failed] == ["b.mp4"]
+    # c.mp4 has no face: profile reference scores it as the reference code does, both ways alike
+    no_face = next(r for r in table("mesh/results.csv") if r["video"].endswith("c.mp4"))
+    assert no_face["status"] == "ok" and float(no_face["lip_dynamics"]) == 0.0 and "no face" in no_face["warnings"]
 
 
 @pytest.mark.slow

@@ -29,8 +29,8 @@ def test_the_evaluator_needs_its_store_roots_and_dependencies(tmp_path):
     with pytest.raises(UserError, match="--landmarks-addr"):
         config.load("evaluator", parse("evaluator", []), env)
     env.update({f"THEVAL_{d.upper()}_ADDR": f"127.0.0.1:{5000 + i}" for i, d in enumerate(config.DEPENDENCIES)})
-    c = config.load("evaluator", parse("evaluator", ["--retries", "0", "--exact-reference"]), env)
-    assert c.dependencies["audio"] == "127.0.0.1:5003" and c.retries == 0 and c.run.exact_reference
+    c = config.load("evaluator", parse("evaluator", ["--retries", "0", "--single-pass"]), env)
+    assert c.dependencies["audio"] == "127.0.0.1:5003" and c.retries == 0 and c.run.single_pass
 
 
 @pytest.mark.parametrize("argv, env, message", [

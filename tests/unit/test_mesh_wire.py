@@ -68,7 +68,7 @@ def test_results_and_settings_round_trip_in_the_engine_order():
                     warnings=["w"], settings=RunSettings().key(), provenance={"profile": "reference", "b": [1]})
     back = wire.result_from_proto(evaluator_pb2.VideoResult.FromString(wire.result_to_proto(r).SerializeToString()))
     assert back.to_json() == r.to_json() and list(back.metrics) == list(r.metrics)
-    s = RunSettings(profile="paper", quality="proxy", frame_stride=3, exact_reference=True)
+    s = RunSettings(profile="paper", quality="proxy", frame_stride=3, single_pass=True)
     assert wire.settings_from_proto(wire.settings_to_proto(s), RunSettings(), s.limits) == s
     assert wire.settings_from_proto(common_pb2.RunSettings(), s, s.limits).profile == "paper"  # defaults
 

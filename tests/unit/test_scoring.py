@@ -235,14 +235,29 @@ def test_same_backends_are_compatible_and_missing_provenance_is_flagged():
     assert leaderboard([GT10, row("A", [1] * 8)]).warnings == []  # no provenance anywhere
 
 
-def test_published_gt_is_allowed_with_a_warning_but_not_across_profiles():
+def test_published_gt_is_allowed_only_for_results_scored_as_the_reference_code():
     gt = published_gt()
-    board = leaderboard([gt, row("A", [4] * 8, provenance=PROV), row("B", [4] * 8)])
+    as_reference = PROV | {"published_gt_blockers": []}
+    board = leaderboard([gt, row("A", [4] * 8, provenance=as_reference), row("B", [4] * 8)])
     assert len(board.warnings) == 1 and "PUBLISHED" in board.warnings[0]
     with pytest.raises(IncompatibleBackends, match="profile"):
-        leaderboard([gt, row("A", [4] * 8, provenance=PROV | {"profile": "paper"})])
-    proxy = PROV | {"quality": {"Global aesthetic": "proxy:brisque"}}
-    assert "proxies for Global aesthetic" in check_compatible(PUBLISHED_PROVENANCE, proxy, "A")[0]
+        leaderboard([gt, row("A", [4] * 8, provenance=as_reference | {"profile": "paper"})])
+    # every departure the run recorded is a refusal, with its reason
+    single = as_reference | {"published_gt_blockers": ["single FaceMesh pass (--single-pass)", "frame stride 2"]}
+    with pytest.raises(IncompatibleBackends, match="single FaceMesh pass") as err:
+        check_compatible(PUBLISHED_PROVENANCE, single, "A")
+    assert len(err.value.differences) == 2 and "frame stride 2" in err.value.differences[1]
+    # a result that does not say (an older run) is refused too
+    with pytest.raises(IncompatibleBackends, match="score it again"):
+        check_compatible(PUBLISHED_PROVENANCE, PROV, "A")
+
+
+def test_gt_and_models_must_share_frames_translation_and_audio_extraction():
+    base = PROV | {"frames": "all", "normalise_translation": False, "audio": "moviepy"}
+    for key, other in (("frames", "every 2th"), ("normalise_translation", True), ("audio", "native")):
+        with pytest.raises(IncompatibleBackends, match=key):
+            check_compatible(base, base | {key: other}, "A")
+    assert check_compatible(base, dict(base), "A") == []
 
 
 # ------------------------------------------------------------------ (l) outputs

@@ -66,8 +66,8 @@ OPTIONS = (
     Option("quality", "THEVAL_QUALITY", "default quality mode (the quality service loads it at start-up)",
            default="auto", choices=QUALITY_MODES, services=("quality", "evaluator")),
     Option("frame_stride", "THEVAL_FRAME_STRIDE", "default frame stride", int, 1, services=("evaluator",)),
-    Option("exact_reference", "THEVAL_EXACT_REFERENCE", "default: the reference's own FaceMesh passes",
-           bool, False, services=("evaluator",)),
+    Option("single_pass", "THEVAL_SINGLE_PASS", "default: one shared FaceMesh pass (speed option) instead "
+           "of the reference's own passes", bool, False, services=("evaluator",)),
     Option("normalise_translation", "THEVAL_NORMALISE_TRANSLATION",
            "default: head-motion translation at 512 px", bool, False, services=("evaluator",)),
     Option("weights_store", "THEVAL_WEIGHTS", "quality model weights folder", services=("quality",)),
@@ -230,7 +230,7 @@ def load(service: str, args=None, environ=None) -> Config:
     try:
         run = RunSettings(profile=v.get("profile") or REFERENCE, quality=v.get("quality") or "auto",
                           frame_stride=v.get("frame_stride") or 1,
-                          exact_reference=bool(v.get("exact_reference")),
+                          single_pass=bool(v.get("single_pass")),
                           normalise_translation=bool(v.get("normalise_translation")),
                           limits=_limits(v))
     except ValueError as err:

@@ -1,7 +1,7 @@
 """FaceMesh passes: which settings each landmark metric's reference script used.
 
-The default runs ONE pass (full resolution, refined, tracking, RGB) and derives every
-landmark metric from it. `--exact-reference` runs the reference code's own passes instead.
+The default runs the reference code's own passes; `--single-pass` runs ONE pass (full
+resolution, refined, tracking, RGB) and derives every landmark metric from it.
 """
 from dataclasses import dataclass
 

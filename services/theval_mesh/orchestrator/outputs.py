@@ -8,6 +8,7 @@ from ..scoring import tables
 from ..scoring.final_score import Leaderboard
 from ..scoring.names import NAME_OF_KEY
 from .compute import METRIC_KEYS
+from .provenance import headline
 from .results import VideoResult
 
 RESULTS_JSONL = "results.jsonl"
@@ -82,7 +83,9 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
     write_results_csv(results, paths["results_csv"])
     tables.write_raw_csv(rows, paths["raw_metrics"])
     tables.write_leaderboard_csv(board, paths["leaderboard_csv"])
-    paths["leaderboard_md"].write_text(tables.leaderboard_markdown(board))
+    scored = next((r for r in results if r.provenance), None)
+    top = f"{headline(scored.provenance)}\n\n" if scored else ""
+    paths["leaderboard_md"].write_text(top + tables.leaderboard_markdown(board))
     plot_leaderboard(board, paths["plot"])
     paths["run"].write_text(json.dumps(run_info, indent=2, sort_keys=True, default=str))
     return paths

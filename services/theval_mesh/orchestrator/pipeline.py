@@ -33,7 +33,7 @@ class JobStopped(Exception):
 
 
 def _settings(spec) -> RunSettings:
-    return RunSettings(**spec.settings)
+    return RunSettings.from_key(spec.settings)
 
 
 def _quiet_env():

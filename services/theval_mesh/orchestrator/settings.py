@@ -12,7 +12,7 @@ class RunSettings:
     profile: str = REFERENCE
     quality: str = "auto"
     frame_stride: int = 1
-    exact_reference: bool = False
+    single_pass: bool = False  # one shared FaceMesh pass instead of the reference's own passes
     normalise_translation: bool = False
     limits: Limits = field(default_factory=Limits)
 
@@ -22,6 +22,15 @@ class RunSettings:
             raise ValueError(f"unknown quality mode {self.quality!r}: use one of {', '.join(QUALITY_MODES)}")
         if self.frame_stride < 1:
             raise ValueError("frame stride must be >= 1")
+
+    @classmethod
+    def from_key(cls, key: dict, **extra) -> "RunSettings":
+        """Settings from a stored key(). Keys written before `single_pass` existed had
+        `exact_reference` (False meant the single pass)."""
+        key = dict(key)
+        if "exact_reference" in key:
+            key["single_pass"] = not key.pop("exact_reference")
+        return cls(**key, **extra)
 
     def key(self) -> dict:
         """What must match for a stored result to be reused (limits do not change values)."""

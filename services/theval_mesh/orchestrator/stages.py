@@ -19,6 +19,7 @@ from ..common.errors import VideoError
 from ..headpose.backend import HeadPose
 from ..headpose.backend import estimate as estimate_head_pose
 from ..media.decode import MediaReader, VideoInfo
+from ..metrics.profiles import REFERENCE
 from ..metrics.speech_frames import silent_frames
 from .compute import compute_metrics
 from .frame_pass import FrameSeries, run_frame_pass
@@ -113,18 +114,28 @@ def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames)
     result.fps, result.width, result.height = info.fps, info.width, info.height
     audio = video.audio()
     silent = None
-    if s.exact_reference and info.has_audio:
+    if not s.single_pass and info.has_audio:
         # The reference's silent-lip pass tracks only silent frames, which must be known
         # before the landmark pass.
-        silent = silent_frames(audio.result().speech or [], info.fps, _frame_estimate(info))
+        silent = silent_frames(audio.result().silence_speech or [], info.fps, info.header_frames)
         clock.lap("audio")
     series = video.landmarks(silent, on_frames)
     clock.lap("landmarks")
     single = series.landmarks["single"]
     result.frames_total, result.frames_used = series.frame_count, len(single.frame_index)
     result.face_frames = int(single.face_found().sum())
+    result.warnings.extend(_frame_count_warnings(info, series.frame_count))
+    result.provenance = {**result.provenance, "frame_counts": {
+        "decoded": series.frame_count, "header": info.header_frames,
+        "lip_sync": "decoded (decord's count)", "silent_lip": "header (OpenCV's count)"}}
     if result.face_frames == 0:
-        raise VideoError(info.path, f"no face found in any of the {result.frames_used} frames used")
+        if s.profile != REFERENCE:
+            raise VideoError(info.path, f"no face found in any of the {result.frames_used} frames used")
+        # The reference scripts still score such a video: global aesthetic (and face quality) on
+        # the full frames, 0.0 for lip dynamics and eyebrow dynamics (Naturalness/lip_dynamics.py
+        # lines 85-90, eyebrow_dynamics.py lines 126-131 at 3603338), the rest NaN.
+        result.warnings.append(f"no face found in any of the {result.frames_used} frames used: scored as "
+                               "the reference code scores it (lip and eyebrow dynamics 0.0)")
     quality = video.quality(series)
     pose = video.head_pose(single.points, info.width, info.height)
     clock.lap("head_pose")
@@ -140,15 +151,24 @@ def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames)
     result.timings.update({f"metric:{k}": round(v, 6) for k, v in values.seconds.items()})
 
 
-def _frame_estimate(info) -> int:
-    return int(round(info.duration_s * info.fps))
+def _frame_count_warnings(info: VideoInfo, decoded: int) -> list[str]:
+    """Where the reference scripts would count frames differently (METRICS.md "Frame count")."""
+    out = []
+    if info.header_frames != decoded:
+        out.append(f"the header announces {info.header_frames} frames but {decoded} were decoded (a wrong "
+                   "header or variable frame rate): lip-sync counts the decoded frames (as the "
+                   "reference's decord), silent-lip the header's (as its OpenCV)")
+    if abs(info.guessed_fps - info.fps) > 0.01 * info.fps:
+        out.append(f"variable frame rate: average {info.fps:.3f} fps, base {info.guessed_fps:.3f} fps; "
+                   "frame times are taken as index / average fps, as the reference does")
+    return out
 
 
-def analyse_audio(backend, audio) -> AudioSeries:
+def analyse_audio(backend, audio, profile: str) -> AudioSeries:
     """The audio stage on decoded audio (None: no track): empty tracks give no series."""
     if audio is None or not len(audio.samples):
         return AudioSeries()
-    return backend.analyse(audio)
+    return backend.analyse(audio, profile)
 
 
 class LocalVideo:
@@ -157,18 +177,22 @@ class LocalVideo:
     def __init__(self, path, settings: RunSettings, audio_backend, quality_backend):
         self.path, self.settings = path, settings
         self.audio_backend, self.quality_backend = audio_backend, quality_backend
-        self.reader = MediaReader(path, settings.limits)
+        self.reader = self._reader()
         self.info = self.reader.info
         self._decoded = False
+
+    def _reader(self) -> MediaReader:
+        return MediaReader(self.path, self.settings.limits, reference_audio=self.settings.profile == REFERENCE)
 
     def audio(self) -> Handle:
         return Later(self._audio)
 
     def _audio(self) -> AudioSeries:
+        profile = self.settings.profile
         if self._decoded:  # gathered by the frame pass
-            return analyse_audio(self.audio_backend, self.reader.audio)
-        # Needed before the frame pass (exact-reference mode): decode the audio track alone.
-        return analyse_audio(self.audio_backend, MediaReader(self.path, self.settings.limits).read_audio())
+            return analyse_audio(self.audio_backend, self.reader.audio, profile)
+        # Needed before the frame pass (the silent-lip pass): decode the audio track alone.
+        return analyse_audio(self.audio_backend, self._reader().read_audio(), profile)
 
     def landmarks(self, silent, on_frames=None) -> FrameSeries:
         series = run_frame_pass(self.reader, self.settings, self.quality_backend, silent_frames=silent,

@@ -15,7 +15,10 @@ Tool version and timing fields are ignored, wherever they appear.
 from theval_mesh.scoring.errors import IncompatibleBackends
 from theval_mesh.scoring.names import GROUPS, METRICS, canonical_metric
 
-COMPARED = ("profile", "landmarks", "headpose", "vad")
+COMPARED = ("profile", "landmarks", "headpose", "vad", "audio", "frames", "normalise_translation")
+# A run's provenance lists why its numbers cannot be compared with the published GT (empty: they
+# can, up to the backends no local run reproduces by name); written by orchestrator.provenance.
+PUBLISHED_BLOCKERS = "published_gt_blockers"
 # Fields that never change a metric value (they may sit inside a backend's description too).
 IGNORED_FIELDS = frozenset({
     "tool_version", "theval_version", "timing", "timings", "elapsed", "elapsed_s", "seconds",
@@ -36,7 +39,8 @@ PUBLISHED_PROVENANCE = {
 PUBLISHED_GT_WARNING = (
     "GT is the PUBLISHED THEval figures (reference code and backends, THEval dataset videos): the "
     "scores are meaningful only if the models were scored on the THEval dataset with the "
-    "`reference` profile; otherwise score your own GT videos with the same backends")
+    "`reference` profile; head motion comes from another head-pose estimator than the "
+    "reference's FaceXFormer; otherwise score your own GT videos with the same backends")
 
 
 def is_published(provenance) -> bool:
@@ -77,10 +81,11 @@ def differences(gt_provenance: dict, model_provenance: dict, model: str = "model
 def check_compatible(gt_provenance: dict, model_provenance: dict, model: str = "model") -> list[str]:
     """Raise IncompatibleBackends listing every difference; return non-fatal warnings otherwise.
 
-    Published GT (source "published") cannot match a local run's backends by name. By decision it
-    is allowed with a warning (for THEval-dataset users), but a profile other than `reference` is
-    still refused, and training-free quality proxies are named in the warning since their scale
-    differs from the models behind the published figures.
+    Published GT (source "published") cannot match a local run's backends by name. It is allowed
+    (with the warning the leaderboard carries) only for results scored as the reference code
+    scores: the run's provenance lists what departs from it (profile, single pass, frame stride,
+    translation normalisation, VAD model, audio extraction, quality proxies), and any of those is
+    refused. Results without that list (older runs) are refused too.
     """
     if is_published(gt_provenance):
         if is_published(model_provenance):
@@ -89,11 +94,12 @@ def check_compatible(gt_provenance: dict, model_provenance: dict, model: str = "
         if profile != "reference":
             raise IncompatibleBackends(
                 model, [f"profile: published GT 'reference' vs {model} {_show(profile)}"])
-        proxies = [m for m, v in _quality(model_provenance).items() if str(v).startswith("proxy:")]
-        if proxies:
-            return [(f"{model!r} used training-free proxies for {', '.join(proxies)}: their "
-                     "scale differs from the published GT's quality models, so those scores are "
-                     "not comparable")]
+        blockers = model_provenance.get(PUBLISHED_BLOCKERS)
+        if blockers is None:
+            blockers = ["its provenance does not say how it departs from the reference code "
+                        "(scored by an older version): score it again"]
+        if blockers:
+            raise IncompatibleBackends(model, [f"not comparable with the published GT: {b}" for b in blockers])
         return []
     found = differences(gt_provenance, model_provenance, model)
     if found:

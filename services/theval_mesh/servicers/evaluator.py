@@ -83,7 +83,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         if request.HasField("settings"):
             return run_settings(request.settings, self.config)
         if reference is not None:
-            return RunSettings(**reference.settings, limits=self.config.limits)
+            return RunSettings.from_key(reference.settings, limits=self.config.limits)
         return self.config.run
 
     def _score(self, video_ref, label: str, model: str, settings: RunSettings, deadline: float):
