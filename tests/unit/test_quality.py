@@ -76,6 +76,10 @@ def test_proxy_is_its_documented_formula():
     assert proxy.score(img) == pytest.approx(
         100 * (1 - proxy.blur_effect(y)) / (1 + proxy.noise_sigma(y) / 10))
     assert 0 <= proxy.score(np.zeros((8, 8, 3), np.uint8)) <= 100  # degenerate input is finite
+    # a larger image is scored as seen at 256 px on its longer side
+    big = astronaut(512)[:, :384]
+    assert proxy.scaled(big).shape == (256, 192, 3)
+    assert proxy.score(big) == proxy.score(proxy.scaled(big)) != proxy.score(big[::2, ::2])
 
 
 def test_proxy_provenance_is_labelled(tmp_path):
@@ -83,7 +87,7 @@ def test_proxy_provenance_is_labelled(tmp_path):
     prov = qb.provenance()
     metrics = ("global_aesthetic", "mouth_quality", "face_quality")
     assert prov["mode"] == "proxy"
-    assert prov["quality"] == {m: "proxy:sharpness-noise-v1" for m in metrics}
+    assert prov["quality"] == {m: "proxy:sharpness-noise-v2" for m in metrics}
     assert "Crete" in prov["proxy_definition"]
 
 
@@ -94,10 +98,11 @@ def test_paper_mode_with_an_empty_store_names_the_missing_files(tmp_path):
     msg = str(err.value)
     assert str(tmp_path) in msg and "theval weights fetch" in msg and "copy" in msg
     for name in ("cfanet_iaa_ava_swin-393b41b4.pth", "swin_base_patch4_window12_384_22kto1k.pth",
-                 "musiq_koniq_ckpt-e95806b9.pth", "topiq_nr_cgfiqa_res50-0a8b8e4f.pth",
+                 "musiq_koniq_ckpt-e95806b9.pth", "topiq_nr_gfiqa_res50-d76bf1ae.pth",
                  "detection_Resnet50_Final.pth"):
         assert name in msg
     assert "musiq_spaq" not in msg  # not needed by profile reference
+    assert "cgfiqa" not in msg  # faces are scored with pyiqa 0.1.13's GFIQA checkpoint
 
 
 def test_auto_picks_proxy_with_an_empty_store_and_paper_with_a_full_one(tmp_path):
@@ -245,9 +250,9 @@ def test_a_checkpoint_that_does_not_cover_the_model_is_refused(fake_store, tmp_p
     store.mkdir()
     for f in MODELS["topiq_nr-face"].files:
         (store / f.name).symlink_to(fake_store / f.name)
-    (store / "topiq_nr_cgfiqa_res50-0a8b8e4f.pth").unlink()
+    (store / "topiq_nr_gfiqa_res50-d76bf1ae.pth").unlink()
     # a valid checkpoint that covers nothing
-    torch.save({"params": {}}, store / "topiq_nr_cgfiqa_res50-0a8b8e4f.pth")
+    torch.save({"params": {}}, store / "topiq_nr_gfiqa_res50-d76bf1ae.pth")
     from theval_mesh.quality.pyiqa_models import build
     with pytest.raises(WeightsMissing, match="lacks .* of topiq_nr-face's weights"):
         build(MODELS["topiq_nr-face"], store)  # pyiqa itself accepts it (strict=False)

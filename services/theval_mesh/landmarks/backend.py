@@ -1,4 +1,6 @@
 """Landmarks backend: MediaPipe legacy FaceMesh, one tracking instance per video and pass."""
+import threading
+
 import cv2
 import mediapipe as mp
 import numpy as np
@@ -7,6 +9,8 @@ from ..common.native_logs import quiet_native_stderr
 from .passes import MeshPass
 
 BACKEND = f"mediapipe-facemesh {mp.__version__}"
+# The quiet window redirects the whole process's stderr: one graph start at a time.
+_START_LOCK = threading.Lock()
 
 
 class FaceTracker:
@@ -20,7 +24,7 @@ class FaceTracker:
     def _start(self, image):
         # The graph's threads print start-up lines until its first frame is through: create it
         # and run that frame inside one quiet window.
-        with quiet_native_stderr():
+        with _START_LOCK, quiet_native_stderr():
             p = self.mesh_pass
             self._mesh = mp.solutions.face_mesh.FaceMesh(
                 static_image_mode=p.static, max_num_faces=1, refine_landmarks=p.refine,

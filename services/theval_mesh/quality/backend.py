@@ -75,6 +75,15 @@ class QualityBackend:
         out = [self._scores("global_aesthetic", batch) for batch in batches(frames, FRAME_BATCH)]
         return np.concatenate(out) if out else np.zeros(0)
 
+    def full_frames(self, frames) -> tuple[np.ndarray, np.ndarray]:
+        """Global aesthetic and face quality of the same full frames (profile reference, which
+        scores face quality on full frames). The proxy rates an image once, so each frame is
+        scored once and both columns carry the same numbers."""
+        if self.resolved_mode == "proxy":
+            scores = self.global_aesthetic(frames)
+            return scores, scores
+        return self.global_aesthetic(frames), self.face_quality(frames)
+
     def mouth_quality(self, crops) -> np.ndarray:
         """musiq (reference) / musiq-spaq (paper) per mouth crop, as the reference code scores
         them: batches of 64 consecutive crops, each pasted top-left on a black canvas as large
@@ -91,7 +100,9 @@ class QualityBackend:
 
     def face_quality(self, images) -> np.ndarray:
         """topiq_nr-face (0-1), one image at a time as the reference does (full frames in profile
-        reference, face crops in paper: the caller chooses). NaN where facexlib finds no face;
+        reference, face crops in paper: the caller chooses). Both profiles score with the GFIQA
+        checkpoint that the reference's pyiqa 0.1.13 loads for topiq_nr-face (not the installed
+        pyiqa's CGFIQA), after aligning the face with facexlib. NaN where facexlib finds no face;
         the reference code then drops the whole video (its try/except), which is the caller's
         rule to apply."""
         images = _check_images(images)

@@ -2,7 +2,8 @@
 
     q = 100 * (1 - blur) / (1 + sigma / 10)        higher = better, range [0, 100]
 
-on the BT.601 luma Y (0..255) of the same frame or padded crop the model would have scored:
+on the BT.601 luma Y (0..255) of the same frame or padded crop the model would have scored,
+first scaled down (area averaging) so that its longer side is at most 256 px:
   blur   Crete et al. 2007 "blur effect" (identical to skimage.measure.blur_effect, h_size=11):
          per axis, the share of Sobel gradient that survives an 11-px box re-blur, max over axes;
          0 = sharp, 1 = flat. Alone it IMPROVES under noise, hence the second term.
@@ -13,14 +14,19 @@ on the BT.601 luma Y (0..255) of the same frame or padded crop the model would h
 
 Why not 100 - PIQE alone: on a 256x256 astronaut frame PIQE rates noise (sigma 20/255) BETTER than
 the clean frame (43.5 vs 52.5, lower = better) and it costs ~13 ms; this proxy is ~5 ms.
+Why 256 px (v2; v1 scored full resolution): a 512x512 frame cost ~20 ms, more than all the
+FaceMesh passes of a frame together; the quality models themselves score at 224-512 px.
 Its scale is its own: never compare it with topiq_iaa / musiq / topiq_nr-face values.
 """
+import cv2
 import numpy as np
 from scipy import ndimage as ndi
 
-NAME = "proxy:sharpness-noise-v1"
-DEFINITION = ("100*(1-blur)/(1+sigma/10) on BT.601 luma: blur = Crete 2007 blur effect (skimage "
-              "blur_effect, h_size=11), sigma = robust Immerkaer noise sigma (grey levels)")
+NAME = "proxy:sharpness-noise-v2"
+DEFINITION = ("100*(1-blur)/(1+sigma/10) on BT.601 luma of the image scaled down to at most 256 px "
+              "(area): blur = Crete 2007 blur effect (skimage blur_effect, h_size=11), sigma = "
+              "robust Immerkaer noise sigma (grey levels)")
+MAX_SIDE = 256
 REBLUR = 11
 SIGMA_HALF = 10.0
 _LUMA = np.array([0.299, 0.587, 0.114], np.float32)
@@ -52,7 +58,16 @@ def noise_sigma(y: np.ndarray) -> float:
     return float(1.4826 * np.median(r) / 6.0) if r.size else 0.0
 
 
+def scaled(image: np.ndarray) -> np.ndarray:
+    """The image as the proxy sees it: longer side at most MAX_SIDE px (area averaging)."""
+    h, w = image.shape[:2]
+    if max(h, w) <= MAX_SIDE:
+        return image
+    f = MAX_SIDE / max(h, w)
+    return cv2.resize(image, (max(1, round(w * f)), max(1, round(h * f))), interpolation=cv2.INTER_AREA)
+
+
 def score(image: np.ndarray) -> float:
     """Proxy quality of one RGB uint8 image (H x W x 3)."""
-    y = luma(image)
+    y = luma(scaled(image))
     return 100.0 * (1.0 - blur_effect(y)) / (1.0 + noise_sigma(y) / SIGMA_HALF)

@@ -42,6 +42,11 @@ class _Timed:
     def mouth_quality(self, crops):
         return self._call("mouth_quality", crops)
 
+    def full_frames(self, frames):
+        models = sorted({self._model("global_aesthetic"), self._model("face_quality")})
+        with telemetry.timed(telemetry.INFERENCE.labels("quality", "+".join(models))):
+            return self.backend.full_frames(frames)
+
 
 class QualityServicer(quality_pb2_grpc.QualityServiceServicer):
     def __init__(self, config):
