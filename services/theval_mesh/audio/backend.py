@@ -30,11 +30,11 @@ VAD_RATE = 16000
 WINDOW = 512  # samples per VAD window at 16 kHz (silero's fixed size)
 
 
-VAD_MODEL = "silero-vad 5.1.2 model"  # what the reference's `load_silero_vad()` loads
+REFERENCE_VAD = "silero-vad 5.1.2 model"  # what the reference's `load_silero_vad()` loads
 
 
 def vad_provenance() -> str:
-    return f"{VAD_MODEL} silero_vad.onnx sha256:{sha256_file(MODEL_FILE)[:16]}"
+    return f"{REFERENCE_VAD} silero_vad.onnx sha256:{sha256_file(MODEL_FILE)[:16]}"
 
 
 def load_vad_model() -> OnnxWrapper:

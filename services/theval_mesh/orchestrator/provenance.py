@@ -2,7 +2,7 @@
 
 One function for the embedded engine and the mesh evaluator, which learns the backends'
 descriptions from the services themselves."""
-from ..audio.backend import VAD_MODEL
+from ..audio.backend import REFERENCE_VAD
 from ..media.audio import EXTRACTION
 from ..scoring.compat import PUBLISHED_BLOCKERS
 from ..media.decode import DECODER
@@ -54,8 +54,8 @@ def published_gt_blockers(s: RunSettings, vad: str, quality: dict) -> list[str]:
         out.append(f"frame stride {s.frame_stride}: the reference uses every frame")
     if s.normalise_translation:
         out.append("head-motion translation normalised to 512 px: the reference uses pixels")
-    if VAD_MODEL not in vad:
-        out.append(f"VAD {vad!r}: the reference uses {VAD_MODEL}")
+    if REFERENCE_VAD not in vad:
+        out.append(f"VAD {vad!r}: the reference uses {REFERENCE_VAD}")
     proxies = sorted(m for m, d in quality["quality"].items() if str(d).startswith("proxy:"))
     if proxies:
         out.append(f"training-free proxy for {', '.join(proxies)}: the published figures come from "

@@ -20,7 +20,6 @@ Its scale is its own: never compare it with topiq_iaa / musiq / topiq_nr-face va
 """
 import cv2
 import numpy as np
-from scipy import ndimage as ndi
 
 NAME = "proxy:sharpness-noise-v2"
 DEFINITION = ("100*(1-blur)/(1+sigma/10) on BT.601 luma of the image scaled down to at most 256 px "
@@ -31,6 +30,14 @@ REBLUR = 11
 SIGMA_HALF = 10.0
 _LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 _SECOND_DIFF = np.array([1.0, -2.0, 1.0], np.float32)
+# OpenCV's filters with scipy.ndimage's default border (reflect: d c b a | a b c d), ~3x faster.
+_BORDER = cv2.BORDER_REFLECT
+_ALONG = {0: (1, REBLUR), 1: (REBLUR, 1)}  # cv2 box size (width, height) that blurs along an axis
+
+
+def _sobel(y: np.ndarray, axis: int) -> np.ndarray:
+    """ndimage.sobel(y, axis): derivative along `axis`, [1 2 1] smoothing across it."""
+    return cv2.Sobel(y, cv2.CV_32F, axis, 1 - axis, ksize=3, borderType=_BORDER)
 
 
 def luma(image: np.ndarray) -> np.ndarray:
@@ -41,8 +48,8 @@ def blur_effect(y: np.ndarray) -> float:
     inner = tuple(slice(2, s - 1) for s in y.shape)
     worst = 0.0
     for axis in (0, 1):
-        sharp = np.abs(ndi.sobel(y, axis=axis))
-        reblurred = np.abs(ndi.sobel(ndi.uniform_filter1d(y, REBLUR, axis=axis), axis=axis))
+        sharp = np.abs(_sobel(y, axis))
+        reblurred = np.abs(_sobel(cv2.blur(y, _ALONG[axis], borderType=_BORDER), axis))
         m1 = float(sharp[inner].sum())
         if m1 <= 0.0:
             return 1.0  # no gradient at all: as blurred as it gets
@@ -52,7 +59,7 @@ def blur_effect(y: np.ndarray) -> float:
 
 
 def noise_sigma(y: np.ndarray) -> float:
-    r = ndi.correlate1d(ndi.correlate1d(y, _SECOND_DIFF, axis=0), _SECOND_DIFF, axis=1)
+    r = cv2.sepFilter2D(y, cv2.CV_32F, _SECOND_DIFF, _SECOND_DIFF, borderType=_BORDER)
     r = np.abs(r[1:-1, 1:-1])
     r = r[r > 0]
     return float(1.4826 * np.median(r) / 6.0) if r.size else 0.0
