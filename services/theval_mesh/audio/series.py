@@ -12,6 +12,7 @@ class AudioSeries:
     speech: list[tuple[float, float]] | None = None          # VAD segments lip-sync uses, s
     silence_speech: list[tuple[float, float]] | None = None  # ... and silent-lip stability
     extraction: str = ""  # how the signals were taken from the file (media.audio.EXTRACTION)
+    problem: str | None = None  # why the file's audio track cannot be used (media.audio.Audio)
 
     def __post_init__(self):
         if self.silence_speech is None:  # one VAD for both metrics

@@ -104,7 +104,7 @@ def evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSet
 
 def partial(results) -> bool:
     """True when any video failed or could not be scored on every metric for lack of input."""
-    return any(r.status == FAILED or any("no audio" in w for w in r.warnings) for r in results)
+    return any(r.status == FAILED or any("audio track" in w for w in r.warnings) for r in results)
 
 
 def print_summary(board, results, paths, stream=sys.stdout):

@@ -35,6 +35,9 @@ class Audio:
     rate: int
     pcm16: np.ndarray | None = None    # mono float32 of the native-rate 16-bit track (pydub)
     moviepy: np.ndarray | None = None  # mono float32 of moviepy's 44.1 kHz extraction
+    # Why the track cannot be used (e.g. NaN samples); its signals are then empty, so a reader
+    # that ignores `problem` sees an empty track, never silence.
+    problem: str | None = None
 
     @property
     def duration_s(self) -> float:
@@ -89,16 +92,34 @@ class AudioGatherer:
     """Collects a track's decoded frames; `reference` also runs the reference's two extractions."""
 
     def __init__(self, reference: bool):
-        self.chunks, self.rate = [], 0
+        self.chunks, self.rate, self.samples = [], 0, 0
+        self.problem: str | None = None
         self.extractions = (_Pcm16(), _Pcm16("stereo", MOVIEPY_RATE, MOVIEPY_CLIP)) if reference else ()
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds decoded so far (counted even once the track is refused, for the limits)."""
+        return self.samples / self.rate if self.rate else 0.0
 
     def add(self, frame):
         self.rate = frame.sample_rate
-        self.chunks.append(_channels(frame))
+        self.samples += frame.samples
+        if self.problem:
+            return
+        a = _channels(frame)
+        # Float PCM can carry NaN/inf: the RMS and the VAD would read such a track as silence.
+        if not np.isfinite(a).all():
+            self.problem = "audio track has NaN or infinite samples"
+            self.chunks = []
+            return
+        self.chunks.append(a)
         for e in self.extractions:
             e.add(frame)
 
     def finish(self) -> Audio:
+        if self.problem:
+            empty = np.zeros(0, np.float32)
+            return Audio(empty, self.rate, *((empty, empty) if self.extractions else ()), problem=self.problem)
         audio = Audio(_mono(self.chunks), self.rate)
         if self.extractions:
             audio.pcm16, audio.moviepy = (e.finish() for e in self.extractions)

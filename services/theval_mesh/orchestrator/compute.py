@@ -70,8 +70,8 @@ def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, setting
 
     # Synchronisation
     if audio.rms is None:
-        m.set("silent_lip_stability", np.nan, "no audio track", 0)
-        m.set("lip_sync", np.nan, "no audio track", 0)
+        m.set("silent_lip_stability", np.nan, audio.problem or "no audio track", 0)
+        m.set("lip_sync", np.nan, audio.problem or "no audio track", 0)
         return m
     total = fs.frame_count
     speech_all = speech_mask(audio.speech, fs.fps, total)

@@ -144,8 +144,8 @@ def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames)
     audio_series = audio.result()
     clock.lap("audio")
     if audio_series.rms is None:
-        result.warnings.append("audio track is empty" if info.has_audio
-                               else "no audio track: synchronisation metrics are NaN")
+        result.warnings.append(audio_series.problem or ("audio track is empty" if info.has_audio
+                               else "no audio track: synchronisation metrics are NaN"))
     values = compute_metrics(series, pose, audio_series, s)
     result.metrics, result.nan_reasons, result.counts = values.values, values.nan_reasons, values.counts
     result.timings.update({f"metric:{k}": round(v, 6) for k, v in values.seconds.items()})
@@ -165,9 +165,9 @@ def _frame_count_warnings(info: VideoInfo, decoded: int) -> list[str]:
 
 
 def analyse_audio(backend, audio, profile: str) -> AudioSeries:
-    """The audio stage on decoded audio (None: no track): empty tracks give no series."""
+    """The audio stage on decoded audio (None: no track): empty or unusable tracks give no series."""
     if audio is None or not len(audio.samples):
-        return AudioSeries()
+        return AudioSeries(problem=audio.problem if audio is not None else None)
     return backend.analyse(audio, profile)
 
 

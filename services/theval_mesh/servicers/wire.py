@@ -135,6 +135,7 @@ def pose_from_proto(m) -> HeadPose:
 def audio_to_proto(a: AudioSeries, has_audio: bool, message):
     message.has_audio = has_audio
     message.has_samples = a.rms is not None
+    message.problem = a.problem or ""
     if a.rms is not None:
         set_array(message, "rms", a.rms)
         set_array(message, "rms_times", a.rms_times)
@@ -148,7 +149,7 @@ def audio_to_proto(a: AudioSeries, has_audio: bool, message):
 
 def audio_from_proto(m) -> AudioSeries:
     if not m.has_samples:
-        return AudioSeries()
+        return AudioSeries(problem=m.problem or None)
     return AudioSeries(get_array(m, "rms"), get_array(m, "rms_times"),
                        [(float(s), float(e)) for s, e in zip(m.speech_start, m.speech_end)],
                        [(float(s), float(e)) for s, e in zip(m.silence_speech_start, m.silence_speech_end)],

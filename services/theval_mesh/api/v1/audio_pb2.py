@@ -16,7 +16,7 @@ _sym_db = _symbol_database.Default()
 from theval_mesh.api.v1 import common_pb2 as theval_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15theval/v1/audio.proto\x12\ttheval.v1\x1a\x16theval/v1/common.proto\"C\n\x0c\x41udioRequest\x12\"\n\x05video\x18\x01 \x01(\x0b\x32\x13.theval.v1.VideoRef\x12\x0f\n\x07profile\x18\x02 \x01(\t\"\xcf\x01\n\rAudioResponse\x12\x11\n\thas_audio\x18\x01 \x01(\x08\x12\x13\n\x0bhas_samples\x18\x02 \x01(\x08\x12\x0b\n\x03rms\x18\x03 \x03(\x01\x12\x11\n\trms_times\x18\x04 \x03(\x01\x12\x14\n\x0cspeech_start\x18\x05 \x03(\x01\x12\x12\n\nspeech_end\x18\x06 \x03(\x01\x12\x1c\n\x14silence_speech_start\x18\x07 \x03(\x01\x12\x1a\n\x12silence_speech_end\x18\x08 \x03(\x01\x12\x12\n\nextraction\x18\t \x01(\t2\x91\x01\n\x0c\x41udioService\x12<\n\x07\x41nalyse\x12\x17.theval.v1.AudioRequest\x1a\x18.theval.v1.AudioResponse\x12\x43\n\x08\x44\x65scribe\x12\x1a.theval.v1.DescribeRequest\x1a\x1b.theval.v1.DescribeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15theval/v1/audio.proto\x12\ttheval.v1\x1a\x16theval/v1/common.proto\"C\n\x0c\x41udioRequest\x12\"\n\x05video\x18\x01 \x01(\x0b\x32\x13.theval.v1.VideoRef\x12\x0f\n\x07profile\x18\x02 \x01(\t\"\xe0\x01\n\rAudioResponse\x12\x11\n\thas_audio\x18\x01 \x01(\x08\x12\x13\n\x0bhas_samples\x18\x02 \x01(\x08\x12\x0b\n\x03rms\x18\x03 \x03(\x01\x12\x11\n\trms_times\x18\x04 \x03(\x01\x12\x14\n\x0cspeech_start\x18\x05 \x03(\x01\x12\x12\n\nspeech_end\x18\x06 \x03(\x01\x12\x1c\n\x14silence_speech_start\x18\x07 \x03(\x01\x12\x1a\n\x12silence_speech_end\x18\x08 \x03(\x01\x12\x12\n\nextraction\x18\t \x01(\t\x12\x0f\n\x07problem\x18\n \x01(\t2\x91\x01\n\x0c\x41udioService\x12<\n\x07\x41nalyse\x12\x17.theval.v1.AudioRequest\x1a\x18.theval.v1.AudioResponse\x12\x43\n\x08\x44\x65scribe\x12\x1a.theval.v1.DescribeRequest\x1a\x1b.theval.v1.DescribeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -26,7 +26,7 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _globals['_AUDIOREQUEST']._serialized_start=60
   _globals['_AUDIOREQUEST']._serialized_end=127
   _globals['_AUDIORESPONSE']._serialized_start=130
-  _globals['_AUDIORESPONSE']._serialized_end=337
-  _globals['_AUDIOSERVICE']._serialized_start=340
-  _globals['_AUDIOSERVICE']._serialized_end=485
+  _globals['_AUDIORESPONSE']._serialized_end=354
+  _globals['_AUDIOSERVICE']._serialized_start=357
+  _globals['_AUDIOSERVICE']._serialized_end=502
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,282 @@
+"""Inputs a security probe sent: lying headers, images named .mp4, bogus time bases, rotated
+phone videos and NaN audio. Every file is written here with PyAV, numpy and PIL (no mocks)."""
+import io
+import struct
+
+import av
+import numpy as np
+import pytest
+from PIL import Image
+from theval_mesh.common.errors import InputTooLarge, VideoError
+from theval_mesh.media.decode import MediaReader
+from theval_mesh.media.limits import Limits
+
+
+def _raw_h264(path, segments, fps=25):
+    """A raw H.264 elementary stream (no container: no duration, no frame count) named as given.
+    segments: [(width, height, frames)], each encoded on its own with its own SPS, one after the
+    other, as a stream whose resolution changes midway."""
+    data = io.BytesIO()
+    for w, h, n in segments:
+        out = av.open(data, "w", format="h264")
+        vs = out.add_stream("libx264", rate=fps)
+        vs.width, vs.height, vs.pix_fmt, vs.options = w, h, "yuv420p", {"preset": "ultrafast"}
+        for i in range(n):
+            img = np.full((h, w, 3), (i * 7) % 256, np.uint8)
+            for p in vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(p)
+        for p in vs.encode():
+            out.mux(p)
+        out.close()
+    path.write_bytes(data.getvalue())
+    return path
+
+
+def _write(path, images, fps=25, audio=None, audio_rate=16000, video_codec="libx264", audio_codec="aac",
+           audio_format="fltp"):
+    """A real file: the given RGB images, and `audio` (float32, channels x samples) if given."""
+    out = av.open(str(path), "w")
+    h, w = images[0].shape[:2]
+    vs = out.add_stream(video_codec, rate=fps)
+    vs.width, vs.height = w, h
+    vs.pix_fmt = "rgb24" if video_codec == "png" else "yuv420p"
+    if audio is not None:
+        aus = out.add_stream(audio_codec, rate=audio_rate)
+        aus.layout = "mono" if len(audio) == 1 else "stereo"
+    for img in images:
+        for p in vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+            out.mux(p)
+    for p in vs.encode():
+        out.mux(p)
+    if audio is not None:
+        for k in range(0, audio.shape[1], 1024):
+            chunk = np.ascontiguousarray(audio[:, k:k + 1024])
+            if audio_format == "flt":  # packed: one row of interleaved samples
+                chunk = np.ascontiguousarray(chunk.T.reshape(1, -1))
+            fr = av.AudioFrame.from_ndarray(chunk, format=audio_format, layout=aus.layout.name)
+            fr.sample_rate, fr.pts = audio_rate, k
+            for p in aus.encode(fr):
+                out.mux(p)
+        for p in aus.encode():
+            out.mux(p)
+    out.close()
+    return path
+
+
+def _gradient(n, w=64, h=48):
+    row = ((np.arange(w) * 4) % 256).astype(np.uint8)[None, :, None]
+    return [np.broadcast_to(row + np.uint8(i * 8), (h, w, 3)).copy() for i in range(n)]
+
+
+def _tone(seconds, rate=16000, amplitude=0.5):
+    t = np.arange(int(seconds * rate)) / rate
+    return (amplitude * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None, :]
+
+
+# 1. Limits enforced on what is decoded, not only on the header.
+
+def test_raw_stream_without_duration_stops_at_the_duration_limit(tmp_path):
+    path = _raw_h264(tmp_path / "raw.mp4", [(64, 48, 60)])  # 2.4 s at 25 fps, no duration anywhere
+    r = MediaReader(path, Limits(max_duration_s=1))
+    assert r.info.duration_s == 0 and r.info.header_frames == 0  # the header check cannot see it
+    seen = []
+    with pytest.raises(InputTooLarge, match=r"decoded more than 1 s of video \(26 frames at 25 fps\).*"
+                                            r"raise THEVAL_MAX_DURATION_S or split the video"):
+        for i, _ in r.frames():
+            seen.append(i)
+    assert len(seen) == 25  # stopped at the first frame past 1 s
+
+
+def test_frames_larger_than_the_header_says_are_refused_before_conversion(tmp_path):
+    # The header (first SPS) says 64x64; a second SPS switches to 8000-px frames.
+    path = _raw_h264(tmp_path / "grow.mp4", [(64, 64, 30), (8000, 16, 2)])
+    r = MediaReader(path)  # default limits: 4096 px
+    assert (r.info.width, r.info.height) == (64, 64)
+    shapes = []
+    with pytest.raises(InputTooLarge, match=r"decoded frame 30 is 8000x16 \(the header says 64x64\), "
+                                            r"over the 4096 px limit"):
+        for _, frame in r.frames():
+            shapes.append(frame.shape)
+    assert shapes == [(64, 64, 3)] * 30
+
+
+def test_pixel_budget_while_decoding_and_from_the_header(tmp_path, clip_writer):
+    assert Limits().max_pixels >= 1920 * 1080 * 60 * 600  # any normal clip up to the duration limit
+    budget = Limits(max_pixels=64 * 48 * 10)
+    raw = _raw_h264(tmp_path / "raw.mp4", [(64, 48, 20)])  # no frame count in the header
+    r = MediaReader(raw, budget)
+    with pytest.raises(InputTooLarge, match=r"decoded more than 3.07e\+04 pixels \(11 frames\).*THEVAL_MAX_PIXELS"):
+        list(r.frames())
+    with pytest.raises(InputTooLarge, match=r"20 frames of 64x48 are over the 3.07e\+04-pixel budget"):
+        MediaReader(clip_writer(frames=20, tone=None), budget)
+    assert len(list(MediaReader(raw, Limits(max_pixels=64 * 48 * 20)).frames())) == 20  # exactly at the budget
+
+
+def test_audio_longer_than_the_duration_limit_is_refused(tmp_path):
+    # One second of video (the header check passes) with a 20 s audio track.
+    path = _write(tmp_path / "long_audio.mp4", _gradient(25), audio=_tone(20))
+    limits = Limits(max_duration_s=5)
+    with pytest.raises(InputTooLarge, match="decoded more than 5 s of audio"):
+        MediaReader(path, limits).read_audio()
+    with pytest.raises(InputTooLarge, match="decoded more than 5 s of audio"):
+        list(MediaReader(path, limits).frames())
+    assert MediaReader(path).read_audio().duration_s == pytest.approx(20, abs=0.1)  # default limits
+
+
+# 2. Images named .mp4.
+
+def _pil(fmt, frames=1, **kw):
+    images = [Image.fromarray(np.full((32, 40, 3), 40 * i, np.uint8)) for i in range(frames)]
+    data = io.BytesIO()
+    images[0].save(data, fmt, save_all=frames > 1, append_images=images[1:], **kw)
+    return data.getvalue()
+
+
+@pytest.mark.parametrize("fmt, frames, kind", [
+    ("PNG", 1, "png"), ("JPEG", 1, "jpeg"), ("GIF", 1, "gif"), ("BMP", 1, "bmp"), ("WEBP", 1, "webp"),
+    ("TIFF", 1, "tiff"),
+    ("GIF", 5, "gif"),   # animated: still an image format
+    ("PNG", 5, "apng"),  # animated PNG
+])
+def test_images_named_mp4_are_refused(tmp_path, fmt, frames, kind):
+    path = tmp_path / "image.mp4"
+    path.write_bytes(_pil(fmt, frames, duration=100))
+    with pytest.raises(VideoError) as err:
+        MediaReader(path)
+    assert err.value.reason == f"an image ({kind}), not a video"
+
+
+def test_a_single_png_frame_in_a_video_container_is_an_image(tmp_path):
+    path = _write(tmp_path / "still.mov", _gradient(1), video_codec="png")
+    with pytest.raises(VideoError, match=r"an image \(png\), not a video"):
+        MediaReader(path)
+
+
+def test_mp3_with_cover_art_is_not_a_video(tmp_path):
+    mp3 = io.BytesIO()
+    out = av.open(mp3, "w", format="mp3")
+    aus = out.add_stream("libmp3lame", rate=16000)
+    aus.layout = "mono"
+    for k in range(0, 16000, 1152):
+        fr = av.AudioFrame.from_ndarray(np.ascontiguousarray(_tone(1)[:, k:k + 1152]), format="fltp", layout="mono")
+        fr.sample_rate, fr.pts = 16000, k
+        for p in aus.encode(fr):
+            out.mux(p)
+    for p in aus.encode():
+        out.mux(p)
+    out.close()
+    # An ID3v2.3 tag holding the album cover (an APIC frame), as music players write it.
+    png = _pil("PNG")
+    apic = b"\x00image/png\x00\x03\x00" + png  # latin-1, mime, front cover, no description
+    frame = b"APIC" + struct.pack(">I", len(apic)) + b"\x00\x00" + apic
+    size = len(frame)
+    syncsafe = bytes([(size >> 21) & 0x7F, (size >> 14) & 0x7F, (size >> 7) & 0x7F, size & 0x7F])
+    path = tmp_path / "song.mp4"
+    path.write_bytes(b"ID3\x03\x00\x00" + syncsafe + frame + mp3.getvalue())
+    with pytest.raises(VideoError, match=r"an image \(png\), not a video"):
+        MediaReader(path)
+
+
+# 3. A bogus time base.
+
+def test_zero_timescale_is_no_frame_rate_not_a_long_duration(tmp_path, clip_writer):
+    with open(clip_writer(frames=75, tone=None), "rb") as f:
+        data = bytearray(f.read())
+    k = data.find(b"mdhd")  # version 0: version/flags, creation, modification, then the timescale
+    assert data[k + 4] == 0 and struct.unpack(">I", data[k + 16:k + 20]) == (12800,)
+    data[k + 16:k + 20] = b"\0\0\0\0"
+    path = tmp_path / "timescale0.mp4"
+    path.write_bytes(bytes(data))
+    for limits in (Limits(), Limits(max_duration_s=1)):  # the frame-rate check wins over the duration's
+        with pytest.raises(VideoError) as err:
+            MediaReader(path, limits)
+        assert err.value.reason == "video stream has no frame rate"
+        assert not isinstance(err.value, InputTooLarge)
+
+
+# 4. Rotation (display matrix).
+
+# The tkhd matrix {a b u, c d v, x y w} (16.16 fixed point; w 2.30) a camera writes: a phone
+# filming in portrait stores landscape frames with the matrix that turns them 90 degrees clockwise.
+_IDENTITY = struct.pack(">9i", 65536, 0, 0, 0, 65536, 0, 0, 0, 1 << 30)
+_MATRIX = {90: (0, 65536, 0, -65536, 0, 0, 0, 0, 1 << 30),
+           180: (-65536, 0, 0, 0, -65536, 0, 0, 0, 1 << 30),
+           270: (0, -65536, 0, 65536, 0, 0, 0, 0, 1 << 30)}
+
+
+@pytest.mark.parametrize("rotation", [90, 180, 270])
+def test_rotated_phone_video_is_decoded_upright(tmp_path, rotation):
+    w, h = 64, 48
+    stored = np.zeros((h, w, 3), np.uint8)
+    # The side of the stored picture that a player shows on top: turning it clockwise by 90
+    # brings the left edge up, by 180 the bottom, by 270 the right.
+    if rotation == 90:
+        stored[:, : w // 2] = 255
+    elif rotation == 180:
+        stored[h // 2:] = 255
+    else:
+        stored[:, w // 2:] = 255
+    path = _write(tmp_path / "phone.mp4", [stored] * 5)
+    data = path.read_bytes()
+    k = data.find(b"tkhd") + 44  # version 0: the matrix follows 40 bytes of fields
+    assert data[k:k + 36] == _IDENTITY
+    path.write_bytes(data[:k] + struct.pack(">9i", *_MATRIX[rotation]) + data[k + 36:])
+
+    r = MediaReader(path)
+    upright = (w, h) if rotation == 180 else (h, w)  # (width, height)
+    assert r.info.rotation == rotation and (r.info.width, r.info.height) == upright
+    frames = [f for _, f in r.frames()]
+    assert len(frames) == 5
+    for f in frames:
+        assert f.shape == (upright[1], upright[0], 3) and f.flags.c_contiguous
+        top, bottom = f[: f.shape[0] // 2 - 2], f[f.shape[0] // 2 + 2:]
+        assert top.mean() > 240 and bottom.mean() < 15  # face-up content comes out upright
+
+
+def test_unrotated_video_has_rotation_zero(clip_writer):
+    r = MediaReader(clip_writer(frames=3, tone=None))
+    assert r.info.rotation == 0 and (r.info.width, r.info.height) == (64, 48)
+    assert all(f.shape == (48, 64, 3) for _, f in r.frames())
+
+
+# 5. NaN / inf audio samples.
+
+@pytest.mark.parametrize("name", ["nan.mov", "nan.mkv"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_or_inf_audio_makes_the_track_unusable_not_silent(tmp_path, name, bad):
+    audio = _tone(1.0)
+    audio[0, 4000:4100] = bad
+    path = _write(tmp_path / name, _gradient(25), audio=audio, audio_codec="pcm_f32le", audio_format="flt")
+    r = MediaReader(path, reference_audio=True)
+    assert len(list(r.frames())) == 25  # the video still scores
+    assert r.audio.problem == "audio track has NaN or infinite samples"
+    assert len(r.audio.samples) == 0 and len(r.audio.pcm16) == 0 and len(r.audio.moviepy) == 0
+    alone = MediaReader(path).read_audio()  # the audio-only decode says the same
+    assert alone.problem == r.audio.problem and len(alone.samples) == 0
+
+
+def test_finite_float_pcm_audio_is_kept(tmp_path):
+    path = _write(tmp_path / "ok.mov", _gradient(25), audio=_tone(1.0), audio_codec="pcm_f32le", audio_format="flt")
+    r = MediaReader(path)
+    list(r.frames())
+    assert r.audio.problem is None and r.audio.rate == 16000
+    assert np.sqrt(np.mean(r.audio.samples ** 2)) == pytest.approx(0.5 / np.sqrt(2), abs=0.01)
+
+
+@pytest.mark.slow
+def test_a_video_with_nan_audio_scores_with_nan_sync_metrics_and_the_reason(tmp_path):
+    """End to end through the scoring composition: the sync metrics carry the track's problem."""
+    from theval_mesh.orchestrator.engine import Engine
+    from theval_mesh.orchestrator.settings import RunSettings
+    from theval_mesh.synth import generate_kit
+
+    kit = generate_kit(tmp_path / "kit", seed=3, n_clips=1, duration_s=2.0, size=128)
+    frames = [f for _, f in MediaReader(kit.video("clip_00", "gt")).frames()]
+    audio = _tone(len(frames) / 25)
+    audio[0, 100] = np.nan
+    path = _write(tmp_path / "nan.mov", frames, audio=audio, audio_codec="pcm_f32le", audio_format="flt")
+    result = Engine(RunSettings(quality="proxy")).score_video(path)
+    assert result.status == "ok" and result.face_frames > 0
+    for key in ("lip_sync", "silent_lip_stability"):
+        assert np.isnan(result.metrics[key]) and "NaN or infinite" in result.nan_reasons[key]
+    assert any("NaN or infinite" in w for w in result.warnings)
