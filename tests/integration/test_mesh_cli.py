@@ -65,10 +65,8 @@ def videos(tmp_path_factory):
     return {"root": root, "gt": kit.dir("gt"), "static": kit.dir("static_head"), "broken": broken}
 
 
-@pytest.fixture(scope="module")
-def mesh_up(videos, tmp_path_factory):
+def _start_mesh_up(videos, tmp):
     """`theval mesh up` in a child process: {service: (address, metrics url)}, and the process."""
-    tmp = tmp_path_factory.mktemp("mesh-up")
     proc = subprocess.Popen(THEVAL + ["mesh", "up", "--port", "0", "--metrics-port", "0", "--store",
                                       str(tmp / "store.sqlite"), "--allow-root", str(videos["root"]),
                                       "--quality", "proxy"],
@@ -84,6 +82,12 @@ def mesh_up(videos, tmp_path_factory):
         if line.startswith("Evaluate at") or time.monotonic() > deadline:
             break
     assert set(services) == {"evaluator", "landmarks", "headpose", "quality", "audio"}, "".join(lines)
+    return services, proc
+
+
+@pytest.fixture(scope="module")
+def mesh_up(videos, tmp_path_factory):
+    services, proc = _start_mesh_up(videos, tmp_path_factory.mktemp("mesh-up"))
     yield services, proc
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
@@ -129,6 +133,34 @@ def test_ctrl_c_stops_every_service(mesh_up):
         probe.host, probe.port = address.rsplit(":", 1)[0], int(address.rsplit(":", 1)[1])
         assert probe.health() == "DOWN", name
     assert not [p for p in pids_before if os.path.exists(f"/proc/{p}")]
+
+
+@pytest.mark.slow
+def test_services_stop_when_mesh_up_is_killed(videos, tmp_path):
+    """kill -9 of the launcher: every service sees its launcher's pipe close and stops gracefully
+    (they used to keep running, and the next `mesh up` failed with "port in use")."""
+    services, proc = _start_mesh_up(videos, tmp_path)
+    children = _children(proc.pid)
+    assert len(children) == 5
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 90
+    while [p for p in children if _running(p)] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in children if _running(p)]
+    for name, (address, _) in services.items():
+        probe = ServiceProcess(name)
+        probe.host, probe.port = address.rsplit(":", 1)[0], int(address.rsplit(":", 1)[1])
+        assert probe.health() == "DOWN", name
+
+
+def _running(pid) -> bool:
+    """Alive and not a zombie (an orphan's exit status may wait for its new parent to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _children(pid) -> list[int]:

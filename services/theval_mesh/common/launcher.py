@@ -16,6 +16,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 READY = re.compile(r"^(\w+): listening on (\S+):(\d+), metrics on (http://\S+/metrics)")
 # MediaPipe and TensorFlow Lite log every graph start at INFO/WARNING on stderr.
 QUIET = {"GLOG_minloglevel": "2", "TF_CPP_MIN_LOG_LEVEL": "2"}
+# Set for the children: their stdin is a pipe from the launcher, and its end (the launcher exited,
+# however it died: SIGKILL included) stops them (common.server). A thread parent-death signal
+# cannot do this: it fires when the THREAD that started the child exits.
+EXIT_WITH_LAUNCHER = "THEVAL_EXIT_WITH_LAUNCHER"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -86,7 +90,8 @@ class ServiceProcess(ChildProcess):
         metrics_port = self.metrics_port if metrics_port is None else metrics_port
         cmd = [sys.executable, "-m", "theval_mesh.cli", "serve", self.service, "--port", str(port),
                "--metrics-port", str(metrics_port), *self.args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, env=self.env, text=True,
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     env={**self.env, EXIT_WITH_LAUNCHER: "1"}, text=True,
                                      start_new_session=True)  # Ctrl-C reaches the launcher only
         self._lines: queue.Queue = queue.Queue()
         self._cmd = cmd

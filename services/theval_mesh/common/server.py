@@ -1,6 +1,7 @@
 """Start one mesh server: gRPC with health, reflection and metrics, Prometheus /metrics, models
 loaded in the background, graceful stop on SIGTERM or Ctrl-C."""
 import logging
+import os
 import signal
 import sys
 import threading
@@ -14,6 +15,7 @@ from grpc_reflection.v1alpha import reflection
 
 from .config import Config
 from .health import Health
+from .launcher import EXIT_WITH_LAUNCHER
 from .telemetry import MetricsInterceptor, start_http
 
 log = logging.getLogger("theval.server")
@@ -42,6 +44,13 @@ class Service:
     on_stop: Callable | None = None     # after the last call finished
     receive_limit: int | None = None    # largest request accepted (default max_message_bytes)
     on_bound: Callable | None = None    # (host, port) once the gRPC port is bound
+
+
+def _until_launcher_exits(name: str, stop: threading.Event):
+    """Blocks on stdin, the launcher's pipe (common.launcher): end of file = the launcher is gone."""
+    sys.stdin.buffer.read()
+    log.warning("%s: its launcher exited: stopping", name)
+    stop.set()
 
 
 def serve(config: Config, service: Service) -> int:
@@ -82,6 +91,8 @@ def serve(config: Config, service: Service) -> int:
     print(f"{name}: listening on {config.host}:{port}, metrics on http://{config.host}:{metrics_port}/metrics",
           flush=True)
     threading.Thread(target=health.load, args=(service.load,), name="load", daemon=True).start()
+    if os.environ.get(EXIT_WITH_LAUNCHER) == "1":
+        threading.Thread(target=_until_launcher_exits, args=(name, stop), name="launcher", daemon=True).start()
     health.watch()
     while not stop.wait(0.5):
         pass
