@@ -104,8 +104,9 @@ def submit(args) -> int:
 def resume(args) -> int:
     store = open_store(args)
     job = store.get(args.id)
-    if job.state == "running":
-        raise UserError(f"{job.id} is running (driver {job.driver}): nothing to resume")
+    why = job.refusal()  # running elsewhere, or cancelled
+    if why:
+        raise UserError(why)
     if job.state == "done":
         print(f"{job.id} is done: {job.done} scored, {job.failed} failed; `theval bulk results {job.id} --out DIR`")
         return EXIT_OK

@@ -81,6 +81,10 @@ class Job:
     def eta_s(self) -> float | None:
         return self.remaining / self.rate if self.rate > 0 else None
 
+    def refusal(self) -> str | None:
+        """Why a driver cannot take this job now (None: it can)."""
+        return _refusal(self.id, self.state, self.cancel, self.driver, self.heartbeat)
+
 
 class JobStore(Protocol):
     def create(self, spec: JobSpec, items: Iterable[Item]) -> Job: ...
@@ -95,22 +99,76 @@ class JobStore(Protocol):
     def request_cancel(self, job_id: str) -> Job: ...
 
 
+class StoreFull(UserError):
+    """The disk holding the store is full: the write was undone, earlier commits are kept."""
+
+
+def open_sqlite(path: str, what: str = "job store") -> sqlite3.Connection:
+    """A connection to the SQLite store at `path`, created if absent. An existing file that is
+    empty or corrupt is refused: SQLite would silently start a new, empty store in its place."""
+    existed = os.path.exists(path)
+    if existed and os.path.getsize(path) == 0:
+        raise UserError(f"{what} {path} is empty (0 bytes) but exists: restore it from a backup, or delete it "
+                        "to start a new store")
+    try:
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        check = db.execute("PRAGMA quick_check").fetchall()[0][0] if existed else "ok"
+    except sqlite3.OperationalError as err:  # locked, unreadable...: no proof of damage
+        raise UserError(f"{what} {path} cannot be opened ({err}): check its permissions") from None
+    except sqlite3.DatabaseError as err:  # not a database, malformed
+        check = str(err)
+    if check != "ok":
+        raise UserError(f"{what} {path} is corrupt ({' '.join(check.split())[:200]}): restore it from a backup, "
+                        "or move it aside to start a new store")
+    return db
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of a live process (/proc/PID/stat field 22: a reused pid has another one);
+    None when it is gone or a zombie (killed, not reaped yet); "" when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return None if fields[0] in ("Z", "X") else fields[19]
+    except OSError:
+        pass
+    try:  # no /proc, or another user's process hidden there
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return ""
+
+
 def _driver_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """host:pid:start time, so that on this host a dead driver is known at once."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid()) or ''}"
 
 
 def _driver_alive(driver: str | None, heartbeat: float | None) -> bool:
     if not driver or heartbeat is None or time.time() - heartbeat > STALE_S:
         return False
-    host, _, pid = driver.rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-    return True
+    host, _, rest = driver.partition(":")
+    pid, _, started = rest.partition(":")  # no start time: written by an older theval
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another host's driver: only its heartbeat tells
+    now = _start_time(int(pid))
+    return now is not None and (not started or not now or now == started)
+
+
+def _refusal(job_id: str, state: str, cancel, driver: str | None, heartbeat: float | None) -> str | None:
+    """Why the job cannot get a driver now (None: it can). A cancel is final."""
+    if state == "cancelled" or cancel:
+        return (f"job {job_id} was cancelled: its committed results are kept; submit the same videos again to "
+                "score the rest (what is scored is reused)")
+    if state != "running" or not _driver_alive(driver, heartbeat):
+        return None
+    text = f"job {job_id} is already running (driver {driver}); see `theval bulk status {job_id}`"
+    if driver.partition(":")[0] != socket.gethostname():  # its liveness is unknown here: say when it counts
+        wait = max(1, round(heartbeat + STALE_S - time.time()))
+        text += f"; if that driver is gone, try again in {wait} s (when its heartbeat is {STALE_S:.0f} s old)"
+    return text
 
 
 class SqliteJobStore:
@@ -122,7 +180,7 @@ class SqliteJobStore:
         parent = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(parent):
             raise UserError(f"job store {self.path}: folder {parent} does not exist")
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db = open_sqlite(self.path)
         self._lock = threading.Lock()
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -139,16 +197,29 @@ class SqliteJobStore:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
 
-    def _write(self, fn):
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                out = fn(self._db)
-                self._db.execute("COMMIT")
-                return out
-            except BaseException:
-                self._db.execute("ROLLBACK")
+    def _write(self, fn, job_id: str | None = None):
+        """fn(db) in one transaction; a full disk undoes it and raises StoreFull (about `job_id`)."""
+        try:
+            with self._lock:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    out = fn(self._db)
+                    self._db.execute("COMMIT")
+                    return out
+                except BaseException:
+                    if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                        self._db.execute("ROLLBACK")
+                    raise
+        except sqlite3.OperationalError as err:
+            if err.sqlite_errorcode != sqlite3.SQLITE_FULL:
                 raise
+            if job_id is None:
+                raise StoreFull(f"the disk holding {self.path} is full: nothing was written; free space and "
+                                "try again") from None
+            job = self.get(job_id)
+            raise StoreFull(f"the disk holding {self.path} is full: {job.done + job.failed} results committed so "
+                            f"far are kept; free space and run `theval bulk resume {job_id} --store {self.path}`"
+                            ) from None
 
     def close(self):
         with self._lock:
@@ -180,7 +251,7 @@ class SqliteJobStore:
             "SELECT r.status, count(*) FROM items i JOIN results r ON r.settings_key=? AND r.model=i.model "
             "AND r.video=i.video WHERE i.job=? GROUP BY r.status", (key, jid)))
         if state == "running" and not _driver_alive(driver, heartbeat):
-            state = "interrupted"
+            state = "cancelled" if cancel else "interrupted"
         job = Job(jid, JobSpec(**json.loads(spec)), state, total, created, counts.get(OK, 0), counts.get(FAILED, 0),
                   error, bool(cancel), driver, heartbeat, started, finished)
         job.rate = self._rate(jid, key, started)
@@ -213,7 +284,7 @@ class SqliteJobStore:
         return self._write(lambda db: db.execute(
             "INSERT OR IGNORE INTO results (settings_key, model, video, status, result, committed) "
             "VALUES (?,?,?,?,?,?)", (key, result.model, result.video, result.status, result.to_json(),
-                                     time.time())).rowcount == 1)
+                                     time.time())).rowcount == 1, job_id)
 
     def results(self, job_id: str) -> Iterator[VideoResult]:
         """The job's committed results, in item order, a page at a time."""
@@ -231,35 +302,45 @@ class SqliteJobStore:
 
     # ------------------------------------------------------------------ the driver
     def claim(self, job_id: str) -> Job:
-        """This process becomes the job's driver; refused while another live driver has it."""
-        job = self.get(job_id)
-        if job.state == "running":
-            raise UserError(f"job {job_id} is already running (driver {job.driver}); see `theval bulk status "
-                            f"{job_id}`")
-        now = time.time()
-        self._write(lambda db: db.execute(
-            "UPDATE jobs SET state='running', driver=?, heartbeat=?, started=coalesce(started, ?), error=NULL, "
-            "finished=NULL, cancel=0 WHERE id=?", (_driver_id(), now, now, job_id)))
+        """This process becomes the job's driver; refused while another live driver has it, and for a
+        cancelled job (a cancel is final). Checked and taken in one transaction: no race."""
+        self.get(job_id)  # NotFound
+
+        def take(db):
+            why = _refusal(job_id, *db.execute("SELECT state, cancel, driver, heartbeat FROM jobs WHERE id=?",
+                                               (job_id,)).fetchone())
+            if why:
+                raise UserError(why)
+            now = time.time()
+            db.execute("UPDATE jobs SET state='running', driver=?, heartbeat=?, started=coalesce(started, ?), "
+                       "error=NULL, finished=NULL WHERE id=?", (_driver_id(), now, now, job_id))
+        self._write(take, job_id)
         return self.get(job_id)
 
     def beat(self, job_id: str) -> bool:
         """Heartbeat of the driver; returns True when a cancel was requested."""
-        self._write(lambda db: db.execute("UPDATE jobs SET heartbeat=? WHERE id=?", (time.time(), job_id)))
+        self._write(lambda db: db.execute("UPDATE jobs SET heartbeat=? WHERE id=?", (time.time(), job_id)), job_id)
         return bool(self._query("SELECT cancel FROM jobs WHERE id=?", (job_id,))[0][0])
 
     def finish(self, job_id: str, state: str, error: str | None = None) -> None:
         assert state in STATES, state
         self._write(lambda db: db.execute(
             "UPDATE jobs SET state=?, error=?, finished=?, heartbeat=NULL WHERE id=?",
-            (state, error, time.time() if state in FINISHED else None, job_id)))
+            (state, error, time.time() if state in FINISHED else None, job_id)), job_id)
 
     def request_cancel(self, job_id: str) -> Job:
-        """A running job stops at its driver's next heartbeat; a job not running is cancelled now."""
-        job = self.get(job_id)
-        if job.state in FINISHED:
-            return job
-        if job.state == "running":
-            self._write(lambda db: db.execute("UPDATE jobs SET cancel=1 WHERE id=?", (job_id,)))
-        else:
-            self.finish(job_id, "cancelled")
+        """A running job stops at its driver's next heartbeat; a job not running is cancelled now.
+        One transaction: a driver claiming the job meanwhile sees the cancel."""
+        self.get(job_id)  # NotFound
+
+        def cancel(db):
+            state, driver, heartbeat = db.execute("SELECT state, driver, heartbeat FROM jobs WHERE id=?",
+                                                  (job_id,)).fetchone()
+            if state in FINISHED:
+                return
+            if state != "running" or not _driver_alive(driver, heartbeat):
+                state = "cancelled"
+            db.execute("UPDATE jobs SET cancel=1, state=?, finished=? WHERE id=?",
+                       (state, time.time() if state == "cancelled" else None, job_id))
+        self._write(cancel, job_id)
         return self.get(job_id)

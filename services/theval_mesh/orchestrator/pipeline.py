@@ -9,23 +9,27 @@ Two runners share the loop's rules (bad videos are failed results; transient fai
 
 A transient failure (the mesh unavailable, an actor that died) puts the video back in the queue,
 up to MAX_ATTEMPTS times, after a growing pause. Past that, the job stops "interrupted" with the
-reason, nothing recorded for that video: `theval bulk resume` scores it later.
+reason, nothing recorded for that video: `theval bulk resume` scores it later. A video's own fault
+(unreadable, outside the allowed roots, refused by the mesh as invalid) is never retried: it is
+that video's failed result, with the reason.
 """
 import os
 import sys
 import time
 from collections import deque
 
-from ..common.errors import ServiceError, UserError
+from ..common.errors import ServiceError, UserError, VideoError
 from ..common import telemetry
 from .inputs import Item
-from .job_store import HEARTBEAT_S, JobSpec, JobStore
+from .job_store import HEARTBEAT_S, JobSpec, JobStore, StoreFull
 from .results import FAILED, VideoResult
 from .settings import RunSettings
 
 QUEUED_PER_ACTOR = 2
 MAX_ATTEMPTS = 8
 FIRST_PAUSE_S, LAST_PAUSE_S = 0.5, 15.0  # ~1 min of retries in all: a mesh service restarts in it
+# The mesh's answers that blame the request, not the mesh: a retry would get the same answer.
+VIDEO_FAULTS = ("INVALID_ARGUMENT", "PERMISSION_DENIED", "NOT_FOUND", "OUT_OF_RANGE", "RESOURCE_EXHAUSTED")
 
 
 class JobStopped(Exception):
@@ -46,6 +50,7 @@ class Scorer:
 
     def __init__(self, spec, threads: int = 0):
         _quiet_env()
+        self.spec = spec
         settings = _settings(spec)
         if spec.mesh:
             from .mesh_client import MeshEngine
@@ -58,11 +63,21 @@ class Scorer:
             self.engine = Engine(settings, spec.quality_store)
 
     def score(self, seq: int, model: str, video: str) -> tuple[int, str, str]:
-        """(seq, "ok", result JSON) or (seq, "retry", why): a bad video is a failed result."""
+        """(seq, "ok", result JSON) or (seq, "retry", why): a bad video is a failed result; only
+        the mesh's own failures (down, restarting) are retried."""
         try:
             return seq, "ok", self.engine.score_video(video, model).to_json()
-        except ServiceError as err:  # the mesh failed, not the video
-            return seq, "retry", f"{err.code}: {err}"
+        except ServiceError as err:
+            if err.code not in VIDEO_FAULTS:  # the mesh failed, not the video
+                return seq, "retry", f"{err.code}: {err}"
+            reason = str(err)
+        except VideoError as err:
+            reason = err.reason
+        except UserError as err:  # e.g. outside the allowed roots
+            reason = str(err)
+        except OSError as err:  # e.g. a name over the file system's limit
+            reason = f"cannot be read: {err.strerror or err}"
+        return seq, "ok", VideoResult(model, video, FAILED, reason, settings=self.spec.settings).to_json()
 
 
 def new_spec(inputs, settings: RunSettings, quiet: bool = False, **options) -> JobSpec:
@@ -159,15 +174,19 @@ class _Loop:
     def end(self, error: BaseException | None) -> None:
         telemetry.JOBS_RUNNING.dec()
         if error is None:
-            state = "cancelled" if self.cancelled else "done"
-            self.store.finish(self.job_id, state)
-        elif isinstance(error, (KeyboardInterrupt, JobStopped)):
-            self.store.finish(self.job_id, "interrupted", None if isinstance(error, KeyboardInterrupt) else str(error))
-            state = "interrupted"
+            state, why = ("cancelled" if self.cancelled else "done"), None
+        elif isinstance(error, (KeyboardInterrupt, JobStopped, StoreFull)):  # resumable as it is
+            state, why = "interrupted", None if isinstance(error, KeyboardInterrupt) else str(error)
         else:
-            self.store.finish(self.job_id, "failed", f"{type(error).__name__}: {error}")
-            state = "failed"
+            state, why = "failed", f"{type(error).__name__}: {error}"
         telemetry.JOBS_FINISHED.labels(state).inc()
+        try:
+            self.store.finish(self.job_id, state, why)
+        except StoreFull:
+            if error is None:
+                raise
+            # Not recorded, and the first error is the one to report: the job reads "interrupted"
+            # once this driver is gone.
 
 
 def _run(loop: _Loop, body):
@@ -217,8 +236,10 @@ def start_ray(address: str | None, workers: int):
         except ConnectionError as err:
             raise UserError(f"--ray-address {address}: no Ray cluster answers there ({err})") from None
         return
-    ray.init(num_cpus=max(workers, os.cpu_count() or 1), include_dashboard=False, logging_level="ERROR",
-             log_to_driver=False, object_store_memory=128 << 20)
+    # address="local": a new Ray of our own, never a `ray start` cluster that happens to run here
+    # (ray.init() without an address attaches to one).
+    ray.init(address="local", num_cpus=max(workers, os.cpu_count() or 1), include_dashboard=False,
+             logging_level="ERROR", log_to_driver=False, object_store_memory=128 << 20)
 
 
 def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None = None, on_result=None):
@@ -256,7 +277,8 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
             ready, _ = ray.wait(list(flying), num_returns=1, timeout=1.0)
             for ref in ready:
                 actor, seq, item = flying.pop(ref)
-                load[actor] -= 1
+                if actor in load:  # not when it died and was replaced already (its other calls fail too)
+                    load[actor] -= 1
                 try:
                     _, kind, payload = ray.get(ref)
                 except ray.exceptions.RayActorError as err:  # died (OOM, crash): replace it

@@ -4,12 +4,12 @@ A reference set keeps its per-video results, the mean of every metric (RawRow va
 number of videos behind each), the settings and the provenance they were scored with.
 """
 import json
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
 
 from ..scoring.final_score import RawRow
+from .job_store import open_sqlite
 from .results import VideoResult
 
 SCHEMA = """
@@ -44,7 +44,7 @@ class Reference:
 class ReferenceStore:
     def __init__(self, path):
         self.path = str(path)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db = open_sqlite(self.path, "store")  # the evaluator's job store shares the file
         self._lock = threading.Lock()
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 from ..common import telemetry
 from ..common.config import MIB, Config
-from ..common.errors import AlreadyExists, NotFound, ServiceError, UserError, VideoError
+from ..common.errors import AlreadyExists, NotFound, UserError, VideoError
 from ..common.health import DependencyHealth
 from ..common.server import Service
 from ..common.status import rpc, status_of
@@ -53,21 +53,8 @@ def _outcome(error) -> str:
 
 
 class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
-    def __init__(self, config: Config, store: ReferenceStore | None, clients: MeshClients):
-        self.config, self._store, self.clients = config, store, clients
-        self._jobs: Jobs | None = None
-
-    @property
-    def store(self) -> ReferenceStore:
-        if self._store is None:
-            raise ServiceError("UNAVAILABLE", "the evaluator is still opening its reference store")
-        return self._store
-
-    @property
-    def jobs(self) -> Jobs:
-        if self._jobs is None:
-            raise ServiceError("UNAVAILABLE", "the evaluator is still opening its job store")
-        return self._jobs
+    def __init__(self, config: Config, store: ReferenceStore, jobs: Jobs, clients: MeshClients):
+        self.config, self.store, self.jobs, self.clients = config, store, jobs, clients
 
     # ------------------------------------------------------------------ scoring one video
     def _reference(self, name: str) -> Reference | None:
@@ -318,9 +305,12 @@ def _reference_proto(ref: Reference) -> evaluator_pb2.Reference:
 
 
 def register(config: Config):
+    # Opened before the server starts: a store that cannot be opened (empty, corrupt) stops it with
+    # the reason, where a failure in load() would leave it NOT_SERVING with the reason in a log.
+    store = ReferenceStore(config.store)
+    jobs = Jobs(config)
     clients = MeshClients(config.dependencies, config.call_timeout_s, config.retries, config.max_message_bytes,
                           threads=4 * config.workers)
-    state = {}
 
     def on_change(name, up):
         telemetry.DEPENDENCY_UP.labels(name).set(1 if up else 0)
@@ -328,30 +318,16 @@ def register(config: Config):
 
     deps = DependencyHealth({n: (clients.addresses[n], clients.channels[n]) for n in clients.addresses}, on_change)
 
-    def load():
-        state["store"] = servicer._store = ReferenceStore(config.store)
-        jobs = Jobs(config)
-        if "address" in state:
-            jobs.bound(*state["address"])
-        servicer._jobs = jobs
-
-    def bound(host, port):
-        state["address"] = (host, port)
-        if servicer._jobs is not None:
-            servicer._jobs.bound(host, port)
-
-    servicer = EvaluatorServicer(config, None, clients)
+    servicer = EvaluatorServicer(config, store, jobs, clients)
 
     def add(server):
         evaluator_pb2_grpc.add_EvaluatorServiceServicer_to_server(servicer, server)
         return [SERVICE]
 
     def stop():
-        if servicer._jobs is not None:
-            servicer._jobs.close()
+        jobs.close()
         clients.close()
-        if "store" in state:
-            state["store"].close()
+        store.close()
     # Clients send videos as bytes up to max_video_bytes: refuse anything much larger unread.
-    return Service(add, load=load, readiness=deps.check, on_stop=stop,
-                   receive_limit=config.max_video_bytes + MIB, on_bound=bound)
+    return Service(add, readiness=deps.check, on_stop=stop, receive_limit=config.max_video_bytes + MIB,
+                   on_bound=jobs.bound)

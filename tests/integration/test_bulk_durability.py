@@ -1,0 +1,134 @@
+"""A job's videos fail alone, whatever their fault; only the mesh or a Ray actor failing is
+retried; a full disk stops a job cleanly (real models, proxy quality; real SQLite files, a real
+mesh for the allowed roots, a real Ray actor SIGKILLed)."""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from mesh_support import Mesh
+from theval_mesh.orchestrator.inputs import plan
+from theval_mesh.orchestrator.job_store import JobSpec, SqliteJobStore, StoreFull
+from theval_mesh.orchestrator.pipeline import run_inline, run_ray
+from theval_mesh.orchestrator.results import FAILED, OK
+from theval_mesh.orchestrator.settings import RunSettings
+from theval_mesh.synth import generate_kit
+
+pytestmark = pytest.mark.slow
+SETTINGS = RunSettings(quality="proxy").key()
+LONG_NAME = "x" * 300 + ".mp4"  # over the 255-byte limit of a file name
+
+
+@pytest.fixture(scope="module")
+def talking_heads(tmp_path_factory):
+    return generate_kit(tmp_path_factory.mktemp("kit"), seed=5, n_clips=2, duration_s=1.5, size=128,
+                        variants=()).videos()
+
+
+@pytest.fixture
+def clips(talking_heads, tmp_path):
+    """clips(folder, n): n real talking-head videos (hard links) in tmp_path/folder."""
+    def make(folder: str, n: int) -> list[str]:
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        out = [str(tmp_path / folder / f"c{i}.mp4") for i in range(n)]
+        for i, path in enumerate(out):
+            os.link(talking_heads[i % len(talking_heads)], path)
+        return out
+    return make
+
+
+def test_a_name_too_long_fails_that_video_alone_in_an_inline_run(tmp_path, clips):
+    gt = clips("gt", 2)
+    listed = tmp_path / "m.txt"
+    listed.write_text("\n".join(clips("m", 2) + [str(tmp_path / "m" / LONG_NAME)]) + "\n")
+    run = subprocess.run([sys.executable, "-m", "theval_mesh.cli", "evaluate", "--inline", "--quality", "proxy",
+                          "--quiet", "--gt", str(tmp_path / "gt"), "--model", f"m={listed}", "--out",
+                          str(tmp_path / "out")], capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 3, run.stdout + run.stderr  # partial: one video failed
+    assert "Traceback" not in run.stderr, run.stderr
+    assert f"FAILED [m] {tmp_path / 'm' / LONG_NAME}: cannot be read: File name too long" in run.stdout, run.stdout
+    assert f"{len(gt) + 2} video(s) scored, 1 failed" in run.stdout, run.stdout
+
+
+def test_a_link_outside_the_allowed_roots_fails_that_video_alone_on_the_mesh(tmp_path, clips):
+    root = tmp_path / "root"
+    good = clips("root/gt", 2)
+    os.symlink(clips("outside", 1)[0], root / "gt" / "elsewhere.mp4")  # listed with the job's folder
+    (tmp_path / "mesh").mkdir()
+    mesh = Mesh(tmp_path / "mesh", roots=[root])
+    mesh.start()
+    try:
+        inputs = [["GT", str(root / "gt")]]
+        store = SqliteJobStore(tmp_path / "jobs.sqlite")
+        job = store.create(JobSpec(inputs=inputs, settings=SETTINGS, mesh=mesh.procs["evaluator"].address),
+                           plan([tuple(i) for i in inputs]))
+        job = run_inline(store, job.id)  # before: 8 attempts as "transient", then the job interrupted
+    finally:
+        mesh.stop()
+    assert job.state == "done" and (job.done, job.failed) == (len(good), 1), job.error
+    failed = [r for r in store.results(job.id) if r.status == FAILED]
+    assert [Path(r.video).name for r in failed] == ["elsewhere.mp4"]
+    assert "outside the folders this server may read" in failed[0].reason
+
+
+def test_a_full_disk_stops_the_job_resumably_with_what_it_committed(tmp_path, clips):
+    inputs = [["GT", str(Path(clips("gt", 4)[0]).parent)]]
+    path = tmp_path / "jobs.sqlite"
+    store = SqliteJobStore(path)
+    job = store.create(JobSpec(inputs=inputs, settings=SETTINGS), plan([tuple(i) for i in inputs]))
+    (pages,) = store._db.execute("PRAGMA page_count").fetchone()
+    store._db.execute(f"PRAGMA max_page_count = {pages + 2}")  # SQLite answers SQLITE_FULL past it, as a full disk
+    with pytest.raises(StoreFull) as full:
+        run_inline(store, job.id)
+    kept = store.get(job.id)
+    assert 0 < kept.done < 4 and kept.state == "interrupted"
+    assert str(full.value) == (f"the disk holding {path} is full: {kept.done} results committed so far are kept; "
+                               f"free space and run `theval bulk resume {job.id} --store {path}`")
+    assert kept.error == str(full.value)  # `theval bulk status` says it too
+    store.close()
+    again = SqliteJobStore(path)  # space freed
+    assert [r.status for r in again.results(job.id)] == [OK] * kept.done
+    job = run_inline(again, job.id)
+    assert job.state == "done" and job.done == 4
+
+
+def _scorer_actors_of_this_test() -> list[int]:
+    """Pids of the Ray workers holding a Scorer that descend from this process (no one else's)."""
+    def parent(pid):
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if b"ray::Scorer" not in Path(f"/proc/{entry}/cmdline").read_bytes():
+                continue
+            pid = int(entry)
+            while pid > 1 and pid != os.getpid():
+                pid = parent(pid)
+        except OSError:
+            continue
+        if pid == os.getpid():
+            found.append(int(entry))
+    return found
+
+
+def test_an_actor_killed_mid_job_is_replaced_and_its_videos_retried(tmp_path, clips):
+    inputs = [["GT", str(Path(clips("gt", 8)[0]).parent)]]
+    store = SqliteJobStore(tmp_path / "jobs.sqlite")
+    job = store.create(JobSpec(inputs=inputs, settings=SETTINGS, workers=1), plan([tuple(i) for i in inputs]))
+    outcome = {}
+    runner = threading.Thread(target=lambda: outcome.update(job=run_ray(store, job.id, workers=1)))
+    runner.start()
+    end = time.monotonic() + 300
+    while store.get(job.id).done < 1:
+        assert time.monotonic() < end and runner.is_alive()
+        time.sleep(0.05)
+    actors = _scorer_actors_of_this_test()
+    assert len(actors) == 1, actors
+    os.kill(actors[0], signal.SIGKILL)  # its two queued videos fail with it: both go back in the queue
+    runner.join(600)
+    job = outcome["job"]  # before: KeyError on the second failed call of the dead actor
+    assert job.state == "done" and job.done == 8, job.error
