@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from ..common.native_logs import quiet_native_stderr
+
 # FaceMesh indices (same sets as METRICS.md)
 UPPER_INNER = (191, 80, 81, 82, 13, 312, 311, 310)
 LOWER_INNER = (95, 88, 178, 87, 14, 317, 402, 318)
@@ -64,8 +66,8 @@ def detect_landmarks(rgb: np.ndarray) -> np.ndarray:
     """478 refined FaceMesh points in pixels, static-image mode (one still photo)."""
     import mediapipe as mp
     h, w = rgb.shape[:2]
-    with mp.solutions.face_mesh.FaceMesh(static_image_mode=True, refine_landmarks=True,
-                                         max_num_faces=1) as mesh:
+    with quiet_native_stderr(), mp.solutions.face_mesh.FaceMesh(
+            static_image_mode=True, refine_landmarks=True, max_num_faces=1) as mesh:
         result = mesh.process(rgb)
     if not result.multi_face_landmarks:
         raise RuntimeError("FaceMesh found no face in the synthetic-head photo")
