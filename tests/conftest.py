@@ -9,38 +9,51 @@ from netguard import block_network
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 
-def write_clip(path, frames=10, size=(64, 48), fps=25, audio_rate=16000, channels=1, tone=None,
-               video_codec="libx264", audio_codec="aac"):
-    """A small real video file: a moving gradient, and a sine tone per channel (None: no audio)."""
-    w, h = size
+def write_video(path, images, fps=25, audio=None, audio_rate=16000, video_codec="libx264", audio_codec="aac",
+                audio_format="fltp"):
+    """A real file: the given RGB images, and `audio` (float32, channels x samples) if given."""
     out = av.open(str(path), "w")
+    h, w = images[0].shape[:2]
     vs = out.add_stream(video_codec, rate=fps)
-    vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"
-    aus = None
-    if tone is not None:
+    vs.width, vs.height = w, h
+    vs.pix_fmt = "rgb24" if video_codec == "png" else "yuv420p"
+    if audio is not None:
         aus = out.add_stream(audio_codec, rate=audio_rate)
-        aus.layout = "mono" if channels == 1 else "stereo"
-    for i in range(frames):
-        img = np.zeros((h, w, 3), np.uint8)
-        img[:, :, 0] = (np.arange(w) * 4 + i * 8) % 256
+        aus.layout = "mono" if len(audio) == 1 else "stereo"
+    for img in images:
         for p in vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
             out.mux(p)
     for p in vs.encode():
         out.mux(p)
-    if aus is not None:
-        n = int(audio_rate * frames / fps)
-        t = np.arange(n) / audio_rate
-        chans = [tone[c] * np.sin(2 * np.pi * 440 * t) for c in range(channels)]
-        data = np.stack(chans).astype(np.float32)
-        for k in range(0, n, 1024):
-            chunk = np.ascontiguousarray(data[:, k:k + 1024])
-            fr = av.AudioFrame.from_ndarray(chunk, format="fltp", layout=aus.layout.name)
+    if audio is not None:
+        for k in range(0, audio.shape[1], 1024):
+            chunk = np.ascontiguousarray(audio[:, k:k + 1024])
+            if audio_format == "flt":  # packed: one row of interleaved samples
+                chunk = np.ascontiguousarray(chunk.T.reshape(1, -1))
+            fr = av.AudioFrame.from_ndarray(chunk, format=audio_format, layout=aus.layout.name)
             fr.sample_rate, fr.pts = audio_rate, k
             for p in aus.encode(fr):
                 out.mux(p)
         for p in aus.encode():
             out.mux(p)
     out.close()
+    return path
+
+
+def write_clip(path, frames=10, size=(64, 48), fps=25, audio_rate=16000, channels=1, tone=None,
+               video_codec="libx264", audio_codec="aac"):
+    """A small real video file: a moving gradient, and a sine tone per channel (None: no audio)."""
+    w, h = size
+    images = []
+    for i in range(frames):
+        img = np.zeros((h, w, 3), np.uint8)
+        img[:, :, 0] = (np.arange(w) * 4 + i * 8) % 256
+        images.append(img)
+    audio = None
+    if tone is not None:
+        t = np.arange(int(audio_rate * frames / fps)) / audio_rate
+        audio = np.stack([tone[c] * np.sin(2 * np.pi * 440 * t) for c in range(channels)]).astype(np.float32)
+    write_video(path, images, fps, audio, audio_rate, video_codec, audio_codec)
     return str(path)
 
 

@@ -6,6 +6,7 @@ import struct
 import av
 import numpy as np
 import pytest
+from conftest import write_video
 from PIL import Image
 from theval_mesh.common.errors import InputTooLarge, VideoError
 from theval_mesh.media.decode import MediaReader
@@ -32,35 +33,6 @@ def _raw_h264(path, segments, fps=25):
     return path
 
 
-def _write(path, images, fps=25, audio=None, audio_rate=16000, video_codec="libx264", audio_codec="aac",
-           audio_format="fltp"):
-    """A real file: the given RGB images, and `audio` (float32, channels x samples) if given."""
-    out = av.open(str(path), "w")
-    h, w = images[0].shape[:2]
-    vs = out.add_stream(video_codec, rate=fps)
-    vs.width, vs.height = w, h
-    vs.pix_fmt = "rgb24" if video_codec == "png" else "yuv420p"
-    if audio is not None:
-        aus = out.add_stream(audio_codec, rate=audio_rate)
-        aus.layout = "mono" if len(audio) == 1 else "stereo"
-    for img in images:
-        for p in vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-            out.mux(p)
-    for p in vs.encode():
-        out.mux(p)
-    if audio is not None:
-        for k in range(0, audio.shape[1], 1024):
-            chunk = np.ascontiguousarray(audio[:, k:k + 1024])
-            if audio_format == "flt":  # packed: one row of interleaved samples
-                chunk = np.ascontiguousarray(chunk.T.reshape(1, -1))
-            fr = av.AudioFrame.from_ndarray(chunk, format=audio_format, layout=aus.layout.name)
-            fr.sample_rate, fr.pts = audio_rate, k
-            for p in aus.encode(fr):
-                out.mux(p)
-        for p in aus.encode():
-            out.mux(p)
-    out.close()
-    return path
 
 
 def _gradient(n, w=64, h=48):
@@ -114,7 +86,7 @@ def test_pixel_budget_while_decoding_and_from_the_header(tmp_path, clip_writer):
 
 def test_audio_longer_than_the_duration_limit_is_refused(tmp_path):
     # One second of video (the header check passes) with a 20 s audio track.
-    path = _write(tmp_path / "long_audio.mp4", _gradient(25), audio=_tone(20))
+    path = write_video(tmp_path / "long_audio.mp4", _gradient(25), audio=_tone(20))
     limits = Limits(max_duration_s=5)
     with pytest.raises(InputTooLarge, match="decoded more than 5 s of audio"):
         MediaReader(path, limits).read_audio()
@@ -147,7 +119,7 @@ def test_images_named_mp4_are_refused(tmp_path, fmt, frames, kind):
 
 
 def test_a_single_png_frame_in_a_video_container_is_an_image(tmp_path):
-    path = _write(tmp_path / "still.mov", _gradient(1), video_codec="png")
+    path = write_video(tmp_path / "still.mov", _gradient(1), video_codec="png")
     with pytest.raises(VideoError, match=r"an image \(png\), not a video"):
         MediaReader(path)
 
@@ -216,7 +188,7 @@ def test_rotated_phone_video_is_decoded_upright(tmp_path, rotation):
         stored[h // 2:] = 255
     else:
         stored[:, w // 2:] = 255
-    path = _write(tmp_path / "phone.mp4", [stored] * 5)
+    path = write_video(tmp_path / "phone.mp4", [stored] * 5)
     data = path.read_bytes()
     k = data.find(b"tkhd") + 44  # version 0: the matrix follows 40 bytes of fields
     assert data[k:k + 36] == _IDENTITY
@@ -246,7 +218,7 @@ def test_unrotated_video_has_rotation_zero(clip_writer):
 def test_nan_or_inf_audio_makes_the_track_unusable_not_silent(tmp_path, name, bad):
     audio = _tone(1.0)
     audio[0, 4000:4100] = bad
-    path = _write(tmp_path / name, _gradient(25), audio=audio, audio_codec="pcm_f32le", audio_format="flt")
+    path = write_video(tmp_path / name, _gradient(25), audio=audio, audio_codec="pcm_f32le", audio_format="flt")
     r = MediaReader(path, reference_audio=True)
     assert len(list(r.frames())) == 25  # the video still scores
     assert r.audio.problem == "audio track has NaN or infinite samples"
@@ -256,7 +228,7 @@ def test_nan_or_inf_audio_makes_the_track_unusable_not_silent(tmp_path, name, ba
 
 
 def test_finite_float_pcm_audio_is_kept(tmp_path):
-    path = _write(tmp_path / "ok.mov", _gradient(25), audio=_tone(1.0), audio_codec="pcm_f32le", audio_format="flt")
+    path = write_video(tmp_path / "ok.mov", _gradient(25), audio=_tone(1.0), audio_codec="pcm_f32le", audio_format="flt")
     r = MediaReader(path)
     list(r.frames())
     assert r.audio.problem is None and r.audio.rate == 16000
@@ -274,7 +246,7 @@ def test_a_video_with_nan_audio_scores_with_nan_sync_metrics_and_the_reason(tmp_
     frames = [f for _, f in MediaReader(kit.video("clip_00", "gt")).frames()]
     audio = _tone(len(frames) / 25)
     audio[0, 100] = np.nan
-    path = _write(tmp_path / "nan.mov", frames, audio=audio, audio_codec="pcm_f32le", audio_format="flt")
+    path = write_video(tmp_path / "nan.mov", frames, audio=audio, audio_codec="pcm_f32le", audio_format="flt")
     result = Engine(RunSettings(quality="proxy")).score_video(path)
     assert result.status == "ok" and result.face_frames > 0
     for key in ("lip_sync", "silent_lip_stability"):
