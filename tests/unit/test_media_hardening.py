@@ -6,7 +6,7 @@ import struct
 import av
 import numpy as np
 import pytest
-from conftest import write_video
+from video_files import write_video
 from PIL import Image
 from theval_mesh.common.errors import InputTooLarge, VideoError
 from theval_mesh.media.decode import MediaReader
