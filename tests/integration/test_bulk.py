@@ -1,6 +1,7 @@
 """Bulk jobs on a real Ray instance with real models (proxy quality): hundreds of short clips,
 bad videos, the orchestrator SIGKILLed and resumed, a mesh service killed mid-job, flat memory.
 Clips are hard links of a few synthetic talking heads (scoring does not care that they repeat)."""
+import ipaddress
 import os
 import signal
 import sqlite3
@@ -10,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import grpc
+import psutil
 import pytest
 from mesh_support import Mesh, free_port, scrape
 from theval_mesh.common import telemetry
@@ -101,16 +104,43 @@ def _theval(*args, **kw) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, **kw)
 
 
+def _loopback(ip: str) -> bool:
+    address = ipaddress.ip_address(ip)
+    return address.is_loopback or bool(getattr(address, "ipv4_mapped", None) and address.ipv4_mapped.is_loopback)
+
+
+def assert_private_ray(driver_pid: int):
+    """Every socket the driver and its Ray (GCS, raylet, workers) listen on is on loopback, and the
+    GCS refuses a call without Ray's token: no one else can submit code to it."""
+    listening = {}
+    for proc in [psutil.Process(driver_pid), *psutil.Process(driver_pid).children(recursive=True)]:
+        for conn in proc.net_connections("tcp"):
+            if conn.status == psutil.CONN_LISTEN:
+                listening[(conn.laddr.ip, conn.laddr.port)] = proc.name()
+    names = set(listening.values())
+    assert {"gcs_server", "raylet"} <= names, listening
+    exposed = {a: n for a, n in listening.items() if not _loopback(a[0])}
+    assert not exposed, f"listening beyond loopback: {exposed}"
+    gcs_port = next(port for (_, port), name in listening.items() if name == "gcs_server")
+    with grpc.insecure_channel(f"127.0.0.1:{gcs_port}") as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetAllNodeInfo")(b"", timeout=10)
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
 def test_an_orchestrator_killed_mid_job_resumes_without_loss_or_duplicates(finished, inputs, tmp_path):
     path = tmp_path / "jobs.sqlite"
     store, job = new_job(path, inputs)
     metrics = free_port()
-    driver = _theval("bulk", "run", job.id, "--store", path, "--metrics-port", metrics)
+    # An operator's RAY_AUTH_MODE=disabled does not open the job's local Ray.
+    driver = _theval("bulk", "run", job.id, "--store", path, "--metrics-port", metrics,
+                     env={**os.environ, "RAY_AUTH_MODE": "disabled"})
     end = time.monotonic() + 300
     while store.get(job.id).done < 40:
         assert driver.poll() is None, driver.stdout.read()
         assert time.monotonic() < end, "the job made no progress"
         time.sleep(0.1)
+    assert_private_ray(driver.pid)
     # the orchestrator's own Prometheus metrics, mid-job
     samples = scrape(f"http://127.0.0.1:{metrics}/metrics")
     assert samples[("theval_jobs", frozenset({("state", "running")}))] == 1

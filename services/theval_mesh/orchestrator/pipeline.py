@@ -236,10 +236,28 @@ def start_ray(address: str | None, workers: int):
         except ConnectionError as err:
             raise UserError(f"--ray-address {address}: no Ray cluster answers there ({err})") from None
         return
+    _private_ray()
     # address="local": a new Ray of our own, never a `ray start` cluster that happens to run here
     # (ray.init() without an address attaches to one).
     ray.init(address="local", num_cpus=max(workers, os.cpu_count() or 1), include_dashboard=False,
              logging_level="ERROR", log_to_driver=False, object_store_memory=128 << 20)
+
+
+def _private_ray():
+    """A local Ray runs any code sent to it: keep it on loopback, behind a token of its own.
+    Ray binds its servers to the node's IP and turns a loopback IP into the machine's address
+    unless multi-node clusters are off (ray/_private/services.py get_node_ip_address reads
+    ray_constants.ENABLE_RAY_CLUSTER, the env RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER at import; the
+    started processes are given the node IP). Token authentication: Ray (>= 2.59) turns it on for
+    a new local cluster when RAY_AUTH_MODE is unset, so an explicit "disabled" is dropped; the
+    token is this process's own random one (inherited by Ray's processes), not ~/.ray/auth_token."""
+    import secrets
+    from ray._private import ray_constants
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    if os.environ.pop("RAY_AUTH_MODE", "token").lower() != "token":
+        print("warning: RAY_AUTH_MODE ignored: the local Ray always requires its token", file=sys.stderr)
+    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
 
 def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None = None, on_result=None):
