@@ -1,6 +1,9 @@
-"""Real video files for tests, written with PyAV (importable by name: conftest modules collide)."""
+"""Real video files for tests, written with PyAV and PIL (importable by name: conftest modules collide)."""
+import io
+
 import av
 import numpy as np
+from PIL import Image
 
 
 def write_video(path, images, fps=25, audio=None, audio_rate=16000, video_codec="libx264", audio_codec="aac",
@@ -32,3 +35,45 @@ def write_video(path, images, fps=25, audio=None, audio_rate=16000, video_codec=
             out.mux(p)
     out.close()
     return path
+
+
+def raw_h264(path, segments, fps=25):
+    """A raw H.264 elementary stream (no container: no duration, no frame count) named as given.
+    segments: [(width, height, frames)], each encoded on its own with its own SPS, one after the
+    other, as a stream whose resolution changes midway."""
+    data = io.BytesIO()
+    for w, h, n in segments:
+        out = av.open(data, "w", format="h264")
+        vs = out.add_stream("libx264", rate=fps)
+        vs.width, vs.height, vs.pix_fmt, vs.options = w, h, "yuv420p", {"preset": "ultrafast"}
+        for i in range(n):
+            img = np.full((h, w, 3), (i * 7) % 256, np.uint8)
+            for p in vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(p)
+        for p in vs.encode():
+            out.mux(p)
+        out.close()
+    path.write_bytes(data.getvalue())
+    return path
+
+
+
+
+def gradient(n, w=64, h=48):
+    """n frames of a moving gradient."""
+    row = ((np.arange(w) * 4) % 256).astype(np.uint8)[None, :, None]
+    return [np.broadcast_to(row + np.uint8(i * 8), (h, w, 3)).copy() for i in range(n)]
+
+
+def tone(seconds, rate=16000, amplitude=0.5):
+    """A 440 Hz tone, one channel."""
+    t = np.arange(int(seconds * rate)) / rate
+    return (amplitude * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None, :]
+
+
+def image_bytes(fmt, frames=1, **kw):
+    """An image file (PIL format name), animated when frames > 1."""
+    images = [Image.fromarray(np.full((32, 40, 3), 40 * i, np.uint8)) for i in range(frames)]
+    data = io.BytesIO()
+    images[0].save(data, fmt, save_all=frames > 1, append_images=images[1:], **kw)
+    return data.getvalue()

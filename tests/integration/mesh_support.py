@@ -2,10 +2,10 @@
 ports (chosen by the OS), found by their health, never by sleeping."""
 from pathlib import Path
 
-import grpc
 import prometheus_client.parser
 from theval_mesh.api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 from theval_mesh.common.config import DEPENDENCIES
+from theval_mesh.common.security import client_channel
 from theval_mesh.common.launcher import ServiceProcess, free_port, stop_all  # noqa: F401 - free_port for the tests
 
 
@@ -13,12 +13,13 @@ class Mesh:
     """The four services and the evaluator; each one's stderr goes to <tmp>/<service>.log."""
 
     def __init__(self, tmp: Path, roots, quality: str = "proxy", evaluator_args=(), service_args=None,
-                 ports=None):
+                 ports=None, security=None):
         self.tmp, self.roots = Path(tmp), [str(r) for r in roots]
         self.quality = quality
         self.evaluator_args = list(evaluator_args)
         self.service_args = service_args or {}
         self.ports = ports or {}
+        self.security = security or {}  # service -> ClientSecurity of the test's own calls to it
         self.procs: dict[str, ServiceProcess] = {}
         self.channel = None
 
@@ -30,7 +31,8 @@ class Mesh:
 
     def _proc(self, service, extra=()):
         log = open(self.tmp / f"{service}.log", "a")
-        return ServiceProcess(service, self._args(service) + list(extra), stderr=log)
+        return ServiceProcess(service, self._args(service) + list(extra), stderr=log,
+                              security=self.security.get(service))
 
     def start_dependencies(self):
         for d in DEPENDENCIES:
@@ -46,8 +48,8 @@ class Mesh:
         deps = [a for d in DEPENDENCIES for a in (f"--{d}-addr", self.dependency_address(d))]
         extra = ["--store", str(self.tmp / "store.sqlite")] + deps + self.evaluator_args
         self.procs["evaluator"] = self._proc("evaluator", extra).start(self.ports.get("evaluator", 0), 0)
-        self.channel = grpc.insecure_channel(self.procs["evaluator"].address,
-                                             options=[("grpc.max_send_message_length", 1 << 30)])
+        self.channel = client_channel(self.procs["evaluator"].address, self.security.get("evaluator"),
+                                      options=[("grpc.max_send_message_length", 1 << 30)])
         if wait:
             self.wait_serving()
         return self

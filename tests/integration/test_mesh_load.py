@@ -7,6 +7,7 @@ import grpc
 import numpy as np
 import pytest
 from mesh_support import Mesh, sample, scrape
+from theval_mesh.common.config import DEPENDENCIES
 from theval_mesh.synth import generate_kit
 
 pytestmark = pytest.mark.slow
@@ -16,7 +17,10 @@ CLIENTS, SECONDS = 16, 60.0
 @pytest.fixture(scope="module")
 def mesh_and_clips(tmp_path_factory):
     kit = generate_kit(tmp_path_factory.mktemp("clips"), seed=2, n_clips=4, duration_s=1.5, size=128, variants=())
-    mesh = Mesh(tmp_path_factory.mktemp("mesh"), roots=[kit.out_dir]).start()
+    # A worker per client: calls beyond the workers are refused (RESOURCE_EXHAUSTED), not queued.
+    workers = ["--workers", str(CLIENTS)]
+    mesh = Mesh(tmp_path_factory.mktemp("mesh"), roots=[kit.out_dir], evaluator_args=workers,
+                service_args={d: workers for d in DEPENDENCIES}).start()
     yield mesh, kit.videos()
     mesh.stop()
 

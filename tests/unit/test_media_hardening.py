@@ -6,49 +6,16 @@ import struct
 import av
 import numpy as np
 import pytest
-from video_files import write_video
-from PIL import Image
+from video_files import gradient, image_bytes, raw_h264, tone, write_video
 from theval_mesh.common.errors import InputTooLarge, VideoError
 from theval_mesh.media.decode import MediaReader
 from theval_mesh.media.limits import Limits
 
 
-def _raw_h264(path, segments, fps=25):
-    """A raw H.264 elementary stream (no container: no duration, no frame count) named as given.
-    segments: [(width, height, frames)], each encoded on its own with its own SPS, one after the
-    other, as a stream whose resolution changes midway."""
-    data = io.BytesIO()
-    for w, h, n in segments:
-        out = av.open(data, "w", format="h264")
-        vs = out.add_stream("libx264", rate=fps)
-        vs.width, vs.height, vs.pix_fmt, vs.options = w, h, "yuv420p", {"preset": "ultrafast"}
-        for i in range(n):
-            img = np.full((h, w, 3), (i * 7) % 256, np.uint8)
-            for p in vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                out.mux(p)
-        for p in vs.encode():
-            out.mux(p)
-        out.close()
-    path.write_bytes(data.getvalue())
-    return path
-
-
-
-
-def _gradient(n, w=64, h=48):
-    row = ((np.arange(w) * 4) % 256).astype(np.uint8)[None, :, None]
-    return [np.broadcast_to(row + np.uint8(i * 8), (h, w, 3)).copy() for i in range(n)]
-
-
-def _tone(seconds, rate=16000, amplitude=0.5):
-    t = np.arange(int(seconds * rate)) / rate
-    return (amplitude * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None, :]
-
-
 # 1. Limits enforced on what is decoded, not only on the header.
 
 def test_raw_stream_without_duration_stops_at_the_duration_limit(tmp_path):
-    path = _raw_h264(tmp_path / "raw.mp4", [(64, 48, 60)])  # 2.4 s at 25 fps, no duration anywhere
+    path = raw_h264(tmp_path / "raw.mp4", [(64, 48, 60)])  # 2.4 s at 25 fps, no duration anywhere
     r = MediaReader(path, Limits(max_duration_s=1))
     assert r.info.duration_s == 0 and r.info.header_frames == 0  # the header check cannot see it
     seen = []
@@ -61,7 +28,7 @@ def test_raw_stream_without_duration_stops_at_the_duration_limit(tmp_path):
 
 def test_frames_larger_than_the_header_says_are_refused_before_conversion(tmp_path):
     # The header (first SPS) says 64x64; a second SPS switches to 8000-px frames.
-    path = _raw_h264(tmp_path / "grow.mp4", [(64, 64, 30), (8000, 16, 2)])
+    path = raw_h264(tmp_path / "grow.mp4", [(64, 64, 30), (8000, 16, 2)])
     r = MediaReader(path)  # default limits: 4096 px
     assert (r.info.width, r.info.height) == (64, 64)
     shapes = []
@@ -75,7 +42,7 @@ def test_frames_larger_than_the_header_says_are_refused_before_conversion(tmp_pa
 def test_pixel_budget_while_decoding_and_from_the_header(tmp_path, clip_writer):
     assert Limits().max_pixels >= 1920 * 1080 * 60 * 600  # any normal clip up to the duration limit
     budget = Limits(max_pixels=64 * 48 * 10)
-    raw = _raw_h264(tmp_path / "raw.mp4", [(64, 48, 20)])  # no frame count in the header
+    raw = raw_h264(tmp_path / "raw.mp4", [(64, 48, 20)])  # no frame count in the header
     r = MediaReader(raw, budget)
     with pytest.raises(InputTooLarge, match=r"decoded more than 3.07e\+04 pixels \(11 frames\).*THEVAL_MAX_PIXELS"):
         list(r.frames())
@@ -86,7 +53,7 @@ def test_pixel_budget_while_decoding_and_from_the_header(tmp_path, clip_writer):
 
 def test_audio_longer_than_the_duration_limit_is_refused(tmp_path):
     # One second of video (the header check passes) with a 20 s audio track.
-    path = write_video(tmp_path / "long_audio.mp4", _gradient(25), audio=_tone(20))
+    path = write_video(tmp_path / "long_audio.mp4", gradient(25), audio=tone(20))
     limits = Limits(max_duration_s=5)
     with pytest.raises(InputTooLarge, match="decoded more than 5 s of audio"):
         MediaReader(path, limits).read_audio()
@@ -97,13 +64,6 @@ def test_audio_longer_than_the_duration_limit_is_refused(tmp_path):
 
 # 2. Images named .mp4.
 
-def _pil(fmt, frames=1, **kw):
-    images = [Image.fromarray(np.full((32, 40, 3), 40 * i, np.uint8)) for i in range(frames)]
-    data = io.BytesIO()
-    images[0].save(data, fmt, save_all=frames > 1, append_images=images[1:], **kw)
-    return data.getvalue()
-
-
 @pytest.mark.parametrize("fmt, frames, kind", [
     ("PNG", 1, "png"), ("JPEG", 1, "jpeg"), ("GIF", 1, "gif"), ("BMP", 1, "bmp"), ("WEBP", 1, "webp"),
     ("TIFF", 1, "tiff"),
@@ -112,14 +72,14 @@ def _pil(fmt, frames=1, **kw):
 ])
 def test_images_named_mp4_are_refused(tmp_path, fmt, frames, kind):
     path = tmp_path / "image.mp4"
-    path.write_bytes(_pil(fmt, frames, duration=100))
+    path.write_bytes(image_bytes(fmt, frames, duration=100))
     with pytest.raises(VideoError) as err:
         MediaReader(path)
     assert err.value.reason == f"an image ({kind}), not a video"
 
 
 def test_a_single_png_frame_in_a_video_container_is_an_image(tmp_path):
-    path = write_video(tmp_path / "still.mov", _gradient(1), video_codec="png")
+    path = write_video(tmp_path / "still.mov", gradient(1), video_codec="png")
     with pytest.raises(VideoError, match=r"an image \(png\), not a video"):
         MediaReader(path)
 
@@ -130,7 +90,7 @@ def test_mp3_with_cover_art_is_not_a_video(tmp_path):
     aus = out.add_stream("libmp3lame", rate=16000)
     aus.layout = "mono"
     for k in range(0, 16000, 1152):
-        fr = av.AudioFrame.from_ndarray(np.ascontiguousarray(_tone(1)[:, k:k + 1152]), format="fltp", layout="mono")
+        fr = av.AudioFrame.from_ndarray(np.ascontiguousarray(tone(1)[:, k:k + 1152]), format="fltp", layout="mono")
         fr.sample_rate, fr.pts = 16000, k
         for p in aus.encode(fr):
             out.mux(p)
@@ -138,7 +98,7 @@ def test_mp3_with_cover_art_is_not_a_video(tmp_path):
         out.mux(p)
     out.close()
     # An ID3v2.3 tag holding the album cover (an APIC frame), as music players write it.
-    png = _pil("PNG")
+    png = image_bytes("PNG")
     apic = b"\x00image/png\x00\x03\x00" + png  # latin-1, mime, front cover, no description
     frame = b"APIC" + struct.pack(">I", len(apic)) + b"\x00\x00" + apic
     size = len(frame)
@@ -216,9 +176,9 @@ def test_unrotated_video_has_rotation_zero(clip_writer):
 @pytest.mark.parametrize("name", ["nan.mov", "nan.mkv"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_nan_or_inf_audio_makes_the_track_unusable_not_silent(tmp_path, name, bad):
-    audio = _tone(1.0)
+    audio = tone(1.0)
     audio[0, 4000:4100] = bad
-    path = write_video(tmp_path / name, _gradient(25), audio=audio, audio_codec="pcm_f32le", audio_format="flt")
+    path = write_video(tmp_path / name, gradient(25), audio=audio, audio_codec="pcm_f32le", audio_format="flt")
     r = MediaReader(path, reference_audio=True)
     assert len(list(r.frames())) == 25  # the video still scores
     assert r.audio.problem == "audio track has NaN or infinite samples"
@@ -228,7 +188,7 @@ def test_nan_or_inf_audio_makes_the_track_unusable_not_silent(tmp_path, name, ba
 
 
 def test_finite_float_pcm_audio_is_kept(tmp_path):
-    path = write_video(tmp_path / "ok.mov", _gradient(25), audio=_tone(1.0), audio_codec="pcm_f32le", audio_format="flt")
+    path = write_video(tmp_path / "ok.mov", gradient(25), audio=tone(1.0), audio_codec="pcm_f32le", audio_format="flt")
     r = MediaReader(path)
     list(r.frames())
     assert r.audio.problem is None and r.audio.rate == 16000
@@ -244,7 +204,7 @@ def test_a_video_with_nan_audio_scores_with_nan_sync_metrics_and_the_reason(tmp_
 
     kit = generate_kit(tmp_path / "kit", seed=3, n_clips=1, duration_s=2.0, size=128)
     frames = [f for _, f in MediaReader(kit.video("clip_00", "gt")).frames()]
-    audio = _tone(len(frames) / 25)
+    audio = tone(len(frames) / 25)
     audio[0, 100] = np.nan
     path = write_video(tmp_path / "nan.mov", frames, audio=audio, audio_codec="pcm_f32le", audio_format="flt")
     result = Engine(RunSettings(quality="proxy")).score_video(path)

@@ -51,3 +51,16 @@ def test_services_take_only_their_options():
     headpose = parse("headpose", ["--port", "1", "--metrics-port", "2"])
     assert not hasattr(headpose, "store") and not hasattr(headpose, "allow_root")
     assert config.load("headpose", headpose, {}).allowed_roots == ()
+
+
+def test_stream_limits_default_to_half_the_workers_and_stay_within_them(tmp_path):
+    env = {"THEVAL_PORT": "0", "THEVAL_METRICS_PORT": "0", "THEVAL_ALLOWED_ROOTS": str(tmp_path),
+           "THEVAL_STORE": str(tmp_path / "s.sqlite"),
+           **{f"THEVAL_{d.upper()}_ADDR": f"127.0.0.1:{5000 + i}" for i, d in enumerate(config.DEPENDENCIES)}}
+    c = config.load("evaluator", parse("evaluator", ["--workers", "6"]), env)
+    assert (c.streams, c.stream_idle_s, c.stream_max_s) == (3, 60.0, 3600.0)
+    assert config.load("evaluator", parse("evaluator", ["--stream-limit", "1"]), env).streams == 1
+    with pytest.raises(UserError, match=r"THEVAL_STREAM_LIMIT=7: must be 1 to --workers \(6\)"):
+        config.load("evaluator", parse("evaluator", ["--workers", "6"]), env | {"THEVAL_STREAM_LIMIT": "7"})
+    with pytest.raises(UserError, match="--stream-idle-s=0.0: must be more than 0"):
+        config.load("evaluator", parse("evaluator", ["--stream-idle-s", "0"]), env)

@@ -17,6 +17,7 @@ import torch
 from silero_vad.utils_vad import OnnxWrapper, get_speech_timestamps_from_probs
 
 from ..common.checksum import sha256_file
+from ..common.liveness import check
 from ..media.audio import EXTRACTION, MOVIEPY_RATE, Audio
 from ..metrics.loudness import rms_envelope
 from ..metrics.profiles import REFERENCE
@@ -28,6 +29,7 @@ MODEL_FILE = os.path.join(MODEL_DIR, "silero_vad.onnx")
 JIT_FILE = os.path.join(MODEL_DIR, "silero_vad.jit")
 VAD_RATE = 16000
 WINDOW = 512  # samples per VAD window at 16 kHz (silero's fixed size)
+CHECK_WINDOWS = 256  # windows (~8 s of audio) between two checks that the caller still waits
 
 
 REFERENCE_VAD = "silero-vad 5.1.2 model"  # what the reference's `load_silero_vad()` loads
@@ -41,7 +43,7 @@ def load_vad_model() -> OnnxWrapper:
     return OnnxWrapper(MODEL_FILE, force_onnx_cpu=True)
 
 
-def speech_probabilities(model: OnnxWrapper, waves: list[np.ndarray]) -> list[np.ndarray]:
+def speech_probabilities(model: OnnxWrapper, waves: list[np.ndarray], cancelled=None) -> list[np.ndarray]:
     """Silero's speech probability for each 512-sample window of each 16 kHz wave, exactly as
     get_speech_timestamps computes them (state reset first, last window zero-padded).
 
@@ -58,6 +60,8 @@ def speech_probabilities(model: OnnxWrapper, waves: list[np.ndarray]) -> list[np
     model.reset_states()
     probs = np.empty((len(waves), max(counts)), np.float32)
     for k in range(max(counts)):
+        if k % CHECK_WINDOWS == 0:
+            check(cancelled)
         probs[:, k] = model(x[:, k * WINDOW:(k + 1) * WINDOW], VAD_RATE).numpy().reshape(-1)
     return [probs[i, :n].copy() for i, n in enumerate(counts)]
 
@@ -84,9 +88,9 @@ class LocalVad:
         self._model = load_vad_model()
         self._lock = threading.Lock()
 
-    def probabilities(self, waves: list[np.ndarray]) -> list[np.ndarray]:
+    def probabilities(self, waves: list[np.ndarray], cancelled=None) -> list[np.ndarray]:
         with self._lock:
-            return speech_probabilities(self._model, waves)
+            return speech_probabilities(self._model, waves, cancelled)
 
     def provenance(self) -> str:
         return vad_provenance()
@@ -101,22 +105,22 @@ class AudioBackend:
     def provenance(self) -> str:
         return self.vad.provenance()
 
-    def speech_segments(self, *waves_16k: np.ndarray) -> list[list[tuple[float, float]]]:
+    def speech_segments(self, *waves_16k: np.ndarray, cancelled=None) -> list[list[tuple[float, float]]]:
         """Speech segments in seconds of each 16 kHz wave (one VAD batch; waves not empty)."""
         waves = [np.ascontiguousarray(w, dtype=np.float32) for w in waves_16k]
-        probs = self.vad.probabilities(waves)
+        probs = self.vad.probabilities(waves, cancelled)
         return [segments_from_probabilities(p, len(w)) for p, w in zip(probs, waves)]
 
-    def analyse(self, audio: Audio, profile: str = REFERENCE) -> AudioSeries:
+    def analyse(self, audio: Audio, profile: str = REFERENCE, cancelled=None) -> AudioSeries:
         """The audio stage: loudness envelope and VAD speech segments, from the signals the profile
         reads (media.audio): `reference` as the reference scripts extract them, each metric its own;
-        `paper` the decoded track for both."""
+        `paper` the decoded track for both. cancelled: common.liveness."""
         if profile == REFERENCE:
             rms, times = rms_envelope(audio.moviepy, MOVIEPY_RATE)
             sync, silence = self.speech_segments(resample(audio.moviepy, MOVIEPY_RATE, VAD_RATE),
-                                                 resample(audio.pcm16, audio.rate, VAD_RATE))
+                                                 resample(audio.pcm16, audio.rate, VAD_RATE), cancelled=cancelled)
         else:
             rms, times = rms_envelope(audio.samples, audio.rate)
-            sync, = self.speech_segments(resample(audio.samples, audio.rate, VAD_RATE))
+            sync, = self.speech_segments(resample(audio.samples, audio.rate, VAD_RATE), cancelled=cancelled)
             silence = sync
         return AudioSeries(rms, times, sync, silence, EXTRACTION[profile])

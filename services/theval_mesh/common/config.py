@@ -13,6 +13,7 @@ from ..media.limits import Limits
 from ..metrics.profiles import PROFILES, REFERENCE
 from ..orchestrator.settings import QUALITY_MODES, RunSettings
 from .errors import UserError
+from .security import ClientSecurity, Tokens, is_loopback
 
 DEPENDENCIES = ("landmarks", "headpose", "quality", "audio")  # what the evaluator calls
 SERVICES = DEPENDENCIES + ("evaluator",)
@@ -55,9 +56,22 @@ OPTIONS = (
            int, 1024 * MIB),
     Option("max_side_px", "THEVAL_MAX_SIDE_PX", "largest video side accepted, px", int, 4096,
            services=READS_VIDEOS),
+    # headpose too: its largest request is the landmarks of the longest video.
     Option("max_duration_s", "THEVAL_MAX_DURATION_S", "longest video accepted, s", float, 600.0,
-           services=READS_VIDEOS),
-    Option("workers", "THEVAL_WORKERS", "gRPC worker threads: calls served at once (default 8)", int, 8),
+           services=READS_VIDEOS + ("headpose",)),
+    # TLS on the gRPC port; beyond loopback it is required, with authentication (common.security).
+    Option("tls_cert", "THEVAL_TLS_CERT", "PEM certificate (chain) of this server: serve TLS"),
+    Option("tls_key", "THEVAL_TLS_KEY", "PEM private key of --tls-cert"),
+    Option("tls_client_ca", "THEVAL_TLS_CLIENT_CA",
+           "PEM CA certificate: callers must present a certificate it signed (mutual TLS)"),
+    Option("workers", "THEVAL_WORKERS", "gRPC worker threads: calls served at once, more are refused with "
+           "RESOURCE_EXHAUSTED (default 8)", int, 8),
+    Option("stream_limit", "THEVAL_STREAM_LIMIT", "streaming calls (EvaluateStream, StreamJob) open at once, "
+           "within --workers (default: half the workers)", int, services=("evaluator",)),
+    Option("stream_idle_s", "THEVAL_STREAM_IDLE_S", "an EvaluateStream that sent no request for this long, with "
+           "none of its videos being scored, is ended (default 60 s)", float, 60.0, services=("evaluator",)),
+    Option("stream_max_s", "THEVAL_STREAM_MAX_S", "longest a streaming call stays open (default 3600 s)", float,
+           3600.0, services=("evaluator",)),
     Option("grace_s", "THEVAL_GRACE_S", "on SIGTERM, time in-flight calls get to finish (default 30 s)",
            float, 30.0),
     # The run settings: the evaluator's defaults; the quality service loads these models first.
@@ -81,6 +95,11 @@ OPTIONS = (
            services=("evaluator",), required=("evaluator",)),
     *(Option(f"{d}_addr", f"THEVAL_{d.upper()}_ADDR", f"HOST:PORT of the {d} service",
              services=("evaluator",), required=("evaluator",)) for d in DEPENDENCIES),
+    Option("tokens_file", "THEVAL_TOKENS_FILE",
+           "bearer tokens accepted on the API, one 'IDENTITY TOKEN' per line, mode 600 (env THEVAL_TOKENS may hold "
+           "the lines instead); required beyond loopback", services=("evaluator",)),
+    Option("tls_ca", "THEVAL_TLS_CA", "PEM CA certificate of the services this one calls: reach them over TLS "
+           "(presenting --tls-cert/--tls-key when they require client certificates)", services=("evaluator",)),
     Option("call_timeout_s", "THEVAL_CALL_TIMEOUT_S",
            "deadline of each call to a service, within the caller's own (default 600 s)", float, 600.0,
            services=("evaluator",)),
@@ -91,6 +110,10 @@ OPTIONS = (
            services=("evaluator",)),
     Option("job_workers", "THEVAL_JOB_WORKERS", "Ray workers of a submitted job unless it says (default 2)",
            int, 2, services=("evaluator",)),
+    Option("max_job_workers", "THEVAL_MAX_JOB_WORKERS", "most Ray workers a submitted job may ask for (default 4)",
+           int, 4, services=("evaluator",)),
+    Option("max_jobs", "THEVAL_MAX_JOBS", "submitted jobs running at once (default 2)", int, 2,
+           services=("evaluator",)),
     Option("ray_address", "THEVAL_RAY_ADDRESS",
            "the Ray cluster that runs submitted jobs (default: each job's driver starts a local Ray)",
            services=("evaluator",)),
@@ -108,6 +131,9 @@ class Config:
     max_message_bytes: int = 1024 * MIB
     limits: Limits = field(default_factory=Limits)
     workers: int = 8
+    stream_limit: int | None = None  # None: half the workers
+    stream_idle_s: float = 60.0
+    stream_max_s: float = 3600.0
     grace_s: float = 30.0
     run: RunSettings = field(default_factory=RunSettings)
     weights_store: str | None = None
@@ -119,7 +145,24 @@ class Config:
     retries: int = 3
     concurrency: int = 2
     job_workers: int = 2
+    max_job_workers: int = 4
+    max_jobs: int = 2
     ray_address: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    tls_ca: str | None = None
+    tokens: Tokens = field(default_factory=lambda: Tokens([]))
+
+    @property
+    def streams(self) -> int:
+        """Streaming calls served at once: they hold a worker each, for long."""
+        return self.stream_limit or max(1, self.workers // 2)
+
+    def client_security(self, token: str | None = None) -> ClientSecurity:
+        """How this server reaches the services it calls."""
+        return ClientSecurity(self.tls_ca, self.tls_cert if self.tls_ca else None,
+                              self.tls_key if self.tls_ca else None, token)
 
 
 def add_options(parser: argparse.ArgumentParser, services=SERVICES):
@@ -189,9 +232,12 @@ def load(service: str, args=None, environ=None) -> Config:
     for dest in ("port", "metrics_port"):
         check(dest, lambda p: 0 <= p <= 65535, "must be a port number 0-65535 (0: any free port)")
     for dest in ("max_video_bytes", "max_message_bytes", "max_side_px", "workers", "frame_stride",
-                 "concurrency", "job_workers"):
+                 "concurrency", "job_workers", "max_job_workers", "max_jobs"):
         check(dest, lambda x: x >= 1, "must be at least 1")
     for dest in ("max_duration_s", "call_timeout_s"):
+        check(dest, lambda x: x > 0, "must be more than 0")
+    check("stream_limit", lambda x: 1 <= x <= v["workers"], f"must be 1 to --workers ({v['workers']})")
+    for dest in ("stream_idle_s", "stream_max_s"):
         check(dest, lambda x: x > 0, "must be more than 0")
     for dest in ("grace_s", "retries"):
         check(dest, lambda x: x >= 0, "must not be negative")
@@ -220,6 +266,12 @@ def load(service: str, args=None, environ=None) -> Config:
                             "HOST:PORT of Triton's gRPC endpoint (`theval triton up` prints it)")
         check_address("triton_url")
 
+    tokens = Tokens.load(v.get("tokens_file"), environ) if service == "evaluator" else Tokens([])
+    _check_security(service, v, tokens, where)
+    if "job_workers" in v and v["job_workers"] > v["max_job_workers"]:
+        raise UserError(f"{where('job_workers')}={v['job_workers']} is over {where('max_job_workers')}="
+                        f"{v['max_job_workers']}")
+
     store = v.get("store")
     if store is not None:
         parent = Path(store).expanduser().resolve().parent
@@ -235,12 +287,36 @@ def load(service: str, args=None, environ=None) -> Config:
                           limits=_limits(v))
     except ValueError as err:
         raise UserError(str(err)) from None
-    keep = {k: v[k] for k in ("max_video_bytes", "max_message_bytes", "workers", "grace_s", "weights_store",
+    keep = {k: v[k] for k in ("max_video_bytes", "max_message_bytes", "workers", "stream_limit", "stream_idle_s",
+                              "stream_max_s", "grace_s", "weights_store",
                               "backend", "triton_url", "call_timeout_s", "retries", "concurrency", "job_workers",
-                              "ray_address") if k in v}
+                              "max_job_workers", "max_jobs", "ray_address", "tls_cert", "tls_key", "tls_client_ca",
+                              "tls_ca") if k in v}
     return Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],
                   allowed_roots=tuple(roots), run=run, limits=run.limits, store=store, dependencies=deps,
-                  **keep)
+                  tokens=tokens, **keep)
+
+
+def _check_security(service: str, v: dict, tokens: Tokens, where):
+    """TLS files come in pairs; nothing beyond loopback runs without TLS and authentication:
+    tokens on the evaluator's API, mutual TLS on the services behind it."""
+    for dest in ("tls_cert", "tls_key", "tls_client_ca", "tls_ca"):
+        if v.get(dest) and not Path(v[dest]).expanduser().is_file():
+            raise UserError(f"{where(dest)}={v[dest]!r}: no such file")
+    if bool(v.get("tls_cert")) != bool(v.get("tls_key")):
+        raise UserError(f"TLS needs both {where('tls_cert')} and {where('tls_key')}")
+    if v.get("tls_client_ca") and not v.get("tls_cert"):
+        raise UserError(f"{where('tls_client_ca')} (mutual TLS) needs TLS: set --tls-cert and --tls-key")
+    if is_loopback(v["host"]):
+        return
+    missing = [] if v.get("tls_cert") else ["TLS (--tls-cert, --tls-key)"]
+    if service == "evaluator" and not tokens:
+        missing.append("bearer tokens (--tokens-file or THEVAL_TOKENS)")
+    if service != "evaluator" and not v.get("tls_client_ca"):
+        missing.append("client certificates (--tls-client-ca: mutual TLS with the evaluator)")
+    if missing:
+        raise UserError(f"--host {v['host']} listens beyond loopback: that needs {' and '.join(missing)}; "
+                        "or listen on 127.0.0.1")
 
 
 def _limits(v) -> Limits:

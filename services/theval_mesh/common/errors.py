@@ -29,6 +29,10 @@ class InputTooLarge(VideoError):
     """A video over a size, duration or resolution limit (RESOURCE_EXHAUSTED over gRPC)."""
 
 
+class Overloaded(UserError):
+    """More than a limit of work at once (jobs, workers): retry later (RESOURCE_EXHAUSTED)."""
+
+
 class AccessDenied(UserError):
     """A path or URI outside the roots a server may read (PERMISSION_DENIED over gRPC)."""
 
@@ -47,4 +51,14 @@ class ServiceError(Exception):
 
     def __init__(self, code: str, message: str):
         super().__init__(message)
+        self.code = code
+
+
+class Cancelled(Exception):
+    """The caller of the work went away (it cancelled, or its deadline passed): the work stopped
+    early. `code` is the gRPC status code's name: CANCELLED or DEADLINE_EXCEEDED."""
+
+    def __init__(self, code: str = "CANCELLED"):
+        super().__init__("the caller's deadline passed: work stopped" if code == "DEADLINE_EXCEEDED"
+                         else "the caller cancelled: work stopped")
         self.code = code

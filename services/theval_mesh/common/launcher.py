@@ -13,6 +13,8 @@ import time
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from .security import client_channel
+
 READY = re.compile(r"^(\w+): listening on (\S+):(\d+), metrics on (http://\S+/metrics)")
 # MediaPipe and TensorFlow Lite log every graph start at INFO/WARNING on stderr.
 QUIET = {"GLOG_minloglevel": "2", "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -67,8 +69,9 @@ class ServiceProcess(ChildProcess):
     """One `theval serve SERVICE` child. Its stdout is read continuously (the ready line gives
     the bound ports, the rest is copied to `echo`); stderr goes to `stderr` (a file or None)."""
 
-    def __init__(self, service: str, args=(), env=None, stderr=None, echo=None):
+    def __init__(self, service: str, args=(), env=None, stderr=None, echo=None, security=None):
         self.service, self.args = service, list(args)
+        self.security = security  # ClientSecurity of health checks on a TLS port
         self.env = {**os.environ, **QUIET, **(env or {})}
         self.stderr, self.echo = stderr, echo
         self.port = self.metrics_port = 0
@@ -113,7 +116,10 @@ class ServiceProcess(ChildProcess):
                                    f"(command: {' '.join(cmd)})")
             match = READY.match(line)
             if match:
-                self.host, self.port, self.metrics_url = match.group(2), int(match.group(3)), match.group(4)
+                host = match.group(2)
+                # A server on all interfaces is reached on loopback (where its certificate names it).
+                self.host = "127.0.0.1" if host in ("0.0.0.0", "::", "[::]", "") else host
+                self.port, self.metrics_url = int(match.group(3)), match.group(4)
                 self.metrics_port = int(self.metrics_url.rsplit(":", 1)[1].split("/")[0])
                 return self
 
@@ -129,7 +135,7 @@ class ServiceProcess(ChildProcess):
 
     def health(self, timeout: float = 1.0) -> str:
         """SERVING, NOT_SERVING, ... or DOWN when it does not answer."""
-        with grpc.insecure_channel(self.address) as channel:
+        with client_channel(self.address, self.security) as channel:
             try:
                 status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
             except grpc.RpcError:

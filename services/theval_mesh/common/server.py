@@ -13,9 +13,11 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from .admission import RESERVED_THREADS, AdmissionInterceptor
 from .config import Config
 from .health import Health
 from .launcher import EXIT_WITH_LAUNCHER
+from .security import AuthInterceptor, server_credentials
 from .telemetry import MetricsInterceptor, start_http
 
 log = logging.getLogger("theval.server")
@@ -60,10 +62,16 @@ def serve(config: Config, service: Service) -> int:
     """Run until SIGTERM or Ctrl-C; returns the exit code."""
     name = config.service
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix=name),
-        interceptors=[MetricsInterceptor(name)],
+        # API calls never hold the reserved threads: health and refusals always find one.
+        futures.ThreadPoolExecutor(max_workers=config.workers + RESERVED_THREADS, thread_name_prefix=name),
+        # Metrics first: refused calls (no token, server full) are counted too.
+        interceptors=[MetricsInterceptor(name)] + ([AuthInterceptor(config.tokens)] if config.tokens else [])
+        + [AdmissionInterceptor(name, config.workers, config.streams, config.stream_max_s)],
         options=[("grpc.max_send_message_length", config.max_message_bytes),
                  ("grpc.max_receive_message_length", service.receive_limit or config.max_message_bytes),
+                 # Receive windows no wider than what is being read (64 KB beyond): unread requests
+                 # of a stream stay with its client. BDP probing widens them to hold whole ones.
+                 ("grpc.http2.bdp_probe", 0),
                  ("grpc.so_reuseport", 0)])  # a taken port is an error, not a shared one
     names = service.add(server)
     health = Health(name, names, service.readiness)
@@ -71,8 +79,10 @@ def serve(config: Config, service: Service) -> int:
     reflection.enable_server_reflection(
         list(names) + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
         server)
+    credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
+    address = f"{config.host}:{config.port}"
     try:
-        port = server.add_insecure_port(f"{config.host}:{config.port}")
+        port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     except RuntimeError:  # grpc raises on a port it cannot bind
         port = 0
     if not port:
@@ -91,8 +101,10 @@ def serve(config: Config, service: Service) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     server.start()
-    print(f"{name}: listening on {config.host}:{port}, metrics on http://{config.host}:{metrics_port}/metrics",
-          flush=True)
+    guards = (["TLS" + (" with client certificates" if config.tls_client_ca else "")] if credentials else []) + \
+        ([f"bearer tokens of {len(config.tokens)} identities"] if config.tokens else [])
+    print(f"{name}: listening on {config.host}:{port}, metrics on http://{config.host}:{metrics_port}/metrics"
+          f" ({', '.join(guards) or 'plaintext, no authentication: loopback only'})", flush=True)
     threading.Thread(target=health.load, args=(service.load,), name="load", daemon=True).start()
     if os.environ.get(EXIT_WITH_LAUNCHER) == "1":
         threading.Thread(target=_until_launcher_exits, args=(name, stop), name="launcher", daemon=True).start()

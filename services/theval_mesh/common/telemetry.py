@@ -115,6 +115,20 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                     end(start, code)
             return wrapped
 
+        def non_blocking(behavior):
+            """Health's Watch answers through a callback and holds no thread while it waits:
+            wrapped as a generator it would hold one per watcher."""
+            def wrapped(request, context, send_response_callback):
+                start = begin()
+                if not context.add_callback(lambda: end(start, _code(context, "CANCELLED"))):
+                    end(start, _code(context, "CANCELLED"))  # already over
+                behavior(request, context, send_response_callback)
+            wrapped.experimental_non_blocking = True
+            return wrapped
+
+        if handler.unary_stream and getattr(handler.unary_stream, "experimental_non_blocking", False):
+            return grpc.unary_stream_rpc_method_handler(
+                non_blocking(handler.unary_stream), handler.request_deserializer, handler.response_serializer)
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
                 unary(handler.unary_unary), handler.request_deserializer, handler.response_serializer)
@@ -129,30 +143,37 @@ class MetricsInterceptor(grpc.ServerInterceptor):
 
 
 class _JobsCollector:
-    """Read at each scrape from the job store: jobs by state, and each unfinished job's videos."""
+    """Read at each scrape from the job store: jobs by state, and the unfinished jobs' videos,
+    per job or summed (a shared evaluator's /metrics must not list its callers' job ids)."""
 
-    def __init__(self, store):
-        self.store = store
+    def __init__(self, store, per_job: bool):
+        self.store, self.per_job = store, per_job
 
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
 
         from ..orchestrator.job_store import FINISHED
         by_state = GaugeMetricFamily("theval_jobs", "jobs in the job store, by state", labels=["state"])
-        videos = GaugeMetricFamily("theval_job_progress_videos", "videos of each unfinished job, by outcome "
-                                   "(done, failed, remaining)", labels=["job", "outcome"])
+        videos = GaugeMetricFamily("theval_job_progress_videos", "videos of the unfinished jobs, by outcome "
+                                   "(done, failed, remaining)", labels=(["job"] if self.per_job else []) + ["outcome"])
         counts: dict = {}
+        totals: dict = {"done": 0, "failed": 0, "remaining": 0}
         for job in self.store.jobs():
             counts[job.state] = counts.get(job.state, 0) + 1
             if job.state not in FINISHED:
                 for outcome, n in (("done", job.done), ("failed", job.failed), ("remaining", job.remaining)):
-                    videos.add_metric([job.id, outcome], n)
+                    totals[outcome] += n
+                    if self.per_job:
+                        videos.add_metric([job.id, outcome], n)
+        if not self.per_job:
+            for outcome, n in totals.items():
+                videos.add_metric([outcome], n)
         for state, n in sorted(counts.items()):
             by_state.add_metric([state], n)
         yield by_state
         yield videos
 
 
-def register_jobs(store):
-    """Expose the job store's jobs on this process's /metrics."""
-    prom.REGISTRY.register(_JobsCollector(store))
+def register_jobs(store, per_job: bool = True):
+    """Expose the job store's jobs on this process's /metrics (per_job: one series per job)."""
+    prom.REGISTRY.register(_JobsCollector(store, per_job))

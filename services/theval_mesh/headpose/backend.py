@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from ..common.liveness import check
+
 BACKEND = "facemesh-rigid-fit v1 (per-video mean shape, Umeyama)"
 
 RIGID = (1, 4, 5, 6, 168, 197, 195, 33, 133, 362, 263, 10, 151, 9, 234, 454, 93, 323,
@@ -65,8 +67,9 @@ def _mean_shape(faces: np.ndarray, iterations: int = 3) -> np.ndarray:
     return ref
 
 
-def estimate(points: np.ndarray, width: int, height: int) -> HeadPose:
-    """points: (T, N, 3) normalised FaceMesh output, NaN rows where no face."""
+def estimate(points: np.ndarray, width: int, height: int, cancelled=None) -> HeadPose:
+    """points: (T, N, 3) normalised FaceMesh output, NaN rows where no face; cancelled:
+    common.liveness, checked per frame."""
     t_count = len(points)
     out = {k: np.full(t_count, np.nan) for k in ("pitch", "yaw", "roll", "cx", "cy")}
     has_face = ~np.isnan(points[:, 0, 0]) if t_count else np.zeros(0, bool)
@@ -78,6 +81,7 @@ def estimate(points: np.ndarray, width: int, height: int) -> HeadPose:
     ref = mean[list(RIGID)] - mean[list(RIGID)].mean(0)
     angles = []
     for face in px:
+        check(cancelled)
         _, r, _ = umeyama(ref, face[list(RIGID)])
         z, y, x = Rotation.from_matrix(r @ canon.T).as_euler("ZYX", degrees=True)
         angles.append((x, y, -z))  # y points down: a counter-clockwise tilt is a negative z turn

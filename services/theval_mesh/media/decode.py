@@ -11,6 +11,7 @@ import av
 import numpy as np
 
 from ..common.errors import InputTooLarge, VideoError
+from ..common.liveness import check
 from .audio import Audio, AudioGatherer
 from .limits import Limits
 
@@ -212,14 +213,16 @@ class MediaReader:
         if self.info.has_audio:
             self.audio = audio.finish()
 
-    def read_audio(self) -> Audio | None:
-        """Decode only the audio track (the silent-lip pass needs the speech before the frames)."""
+    def read_audio(self, cancelled=None) -> Audio | None:
+        """Decode only the audio track (the silent-lip pass needs the speech before the frames);
+        cancelled: common.liveness, checked per audio frame."""
         if not self.info.has_audio:
             self.close()
             return None
         audio = AudioGatherer(self.reference_audio)
         try:
             for frame in self._container.decode(audio=0):
+                check(cancelled)
                 audio.add(frame)
                 self._check_audio(audio)
         except av.error.FFmpegError as err:

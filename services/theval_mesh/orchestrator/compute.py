@@ -12,6 +12,7 @@ from ..metrics.head_motion import head_motion
 from ..metrics.lip_dynamics import lip_dynamics
 from ..metrics.lip_sync import MIN_SPEECH_RATIO, lip_sync, mouth_openness
 from ..metrics.loudness import loudness_at
+from ..metrics.profiles import REFERENCE
 from ..metrics.quality import mean_score
 from ..metrics.silent_lip import silent_lip_stability
 from ..metrics.speech_frames import silent_frames, speech_mask
@@ -20,6 +21,8 @@ from .frame_pass import FrameSeries
 from .settings import RunSettings
 
 METRIC_KEYS = KEYS  # the engine's order, the reference CSV column order
+# A std (or a variance of differences) over one or two samples is not a motion measure.
+MIN_DYNAMIC_FRAMES = 3
 
 
 @dataclass
@@ -28,6 +31,7 @@ class MetricValues:
     nan_reasons: dict[str, str] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
     _since: float = field(default_factory=time.perf_counter)
 
     def set(self, key: str, value: float, reason_if_nan: str, frames: int):
@@ -38,6 +42,18 @@ class MetricValues:
         self.counts[key] = int(frames)
         if np.isnan(value):
             self.nan_reasons[key] = reason_if_nan
+
+    def set_dynamic(self, key: str, value: float, reason_if_nan: str, frames: int, profile: str):
+        """A dynamics metric over `frames` frames with a face. Under MIN_DYNAMIC_FRAMES, `paper`
+        gives NaN with the reason; `reference` keeps the reference code's number, with the reason
+        as a warning."""
+        if frames < MIN_DYNAMIC_FRAMES:
+            short = f"needs at least {MIN_DYNAMIC_FRAMES} frames, the video has {frames} with a face"
+            if profile != REFERENCE:
+                value, reason_if_nan = float("nan"), short
+            elif not np.isnan(value):
+                self.warnings.append(f"{key}: {short} (kept as the reference code computes it)")
+        self.set(key, value, reason_if_nan, frames)
 
 
 def _xy(points: np.ndarray, sx: float, sy: float) -> np.ndarray:
@@ -60,13 +76,13 @@ def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, setting
 
     # Naturalness
     lip_series = fs.landmarks.get("lip_dynamics", single)
-    m.set("lip_dynamics", lip_dynamics(_xy(lip_series.points, 256, 256), settings.profile),
-          "fewer than 2 frames with a face", int(lip_series.face_found().sum()))
-    m.set("head_motion", head_motion(pose.pitch, pose.yaw, pose.roll, pose.cx, pose.cy,
-                                     frame_size=(w, h) if settings.normalise_translation else None),
-          "no face found", n_face)
-    m.set("eyebrow_dynamics", eyebrow_dynamics(_xy(pts, w, h), settings.profile),
-          "fewer than 2 frames with a face", n_face)
+    m.set_dynamic("lip_dynamics", lip_dynamics(_xy(lip_series.points, 256, 256), settings.profile),
+                  "fewer than 2 frames with a face", int(lip_series.face_found().sum()), settings.profile)
+    m.set_dynamic("head_motion", head_motion(pose.pitch, pose.yaw, pose.roll, pose.cx, pose.cy,
+                                             frame_size=(w, h) if settings.normalise_translation else None),
+                  "no face found", n_face, settings.profile)
+    m.set_dynamic("eyebrow_dynamics", eyebrow_dynamics(_xy(pts, w, h), settings.profile),
+                  "fewer than 2 frames with a face", n_face, settings.profile)
 
     # Synchronisation
     if audio.rms is None:

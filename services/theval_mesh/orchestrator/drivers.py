@@ -6,6 +6,7 @@ in a process full of gRPC threads (a child can hang before it runs), and they di
 thread that started them. The driver outlives the command (or server) that started it, writes
 its output to a log beside the job store, and reports through the store.
 """
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,8 @@ def log_path(store_path, job_id: str) -> Path:
 
 
 def start_driver(store_path, job_id: str, workers: int | None = None, ray_address: str | None = None,
-                 metrics_port: int | None = None) -> tuple[subprocess.Popen, Path]:
+                 metrics_port: int | None = None, env: dict | None = None) -> tuple[subprocess.Popen, Path]:
+    """env: added to this process's environment (e.g. the token its workers call the evaluator with)."""
     log = log_path(store_path, job_id)
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "theval_mesh.cli", "bulk", "run", job_id, "--store", str(store_path)]
@@ -25,7 +27,7 @@ def start_driver(store_path, job_id: str, workers: int | None = None, ray_addres
             cmd += [flag, str(value)]
     with open(log, "a") as out:
         driver = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  start_new_session=True)  # outlives its starter and its terminal
+                                  env={**os.environ, **(env or {})}, start_new_session=True)  # outlives its starter and its terminal
     return driver, log
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..common.liveness import check
 from ..landmarks import passes
 from ..landmarks.backend import FaceTracker, LandmarkSeries
 from ..media.decode import MediaReader
@@ -44,10 +45,13 @@ class _QualityBatches:
     def add(self, frame: np.ndarray, mouth_points, face_points):
         w, h = self.out.width, self.out.height
         self.frames.append(frame)
-        if mouth_points is not None:
-            self.mouths.append(q.crop(frame, q.mouth_box(mouth_points, w, h)).copy())
-        if self.profile == PAPER and face_points is not None:
-            self.faces.append(q.crop(frame, q.face_box(face_points, w, h)).copy())
+        # A box wholly outside the frame (landmarks sent to the quality service as they like) crops
+        # nothing: no mouth or face in that frame, as when FaceMesh finds none.
+        if mouth_points is not None and (mouth := q.crop(frame, q.mouth_box(mouth_points, w, h))).size:
+            self.mouths.append(mouth.copy())
+        if self.profile == PAPER and face_points is not None and \
+                (face := q.crop(frame, q.face_box(face_points, w, h))).size:
+            self.faces.append(face.copy())
         self.flush(final=False)
 
     def flush(self, final: bool):
@@ -136,7 +140,7 @@ def _tracking_step(tracker: FaceTracker, series: LandmarkSeries):
 
 
 def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
-                   silent_frames=None, on_frames=None) -> FrameSeries:
+                   silent_frames=None, on_frames=None, cancelled=None) -> FrameSeries:
     """Decode the video once and feed every used frame to FaceMesh and the quality models.
 
     Each FaceMesh pass runs in its own thread on every used frame, in order (so each tracker sees
@@ -145,6 +149,7 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
 
     silent_frames: frame indices for the reference silent-lip pass (None: no such pass).
     on_frames(n): progress callback, called with the number of frames just decoded.
+    cancelled: common.liveness; checked per frame (None: never cancelled).
     """
     info = reader.info
     out = FrameSeries(info.width, info.height, info.fps, header_frames=info.header_frames)
@@ -172,6 +177,7 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
     pipeline = _Pipeline(workers)
     try:
         for index, frame in reader.frames():
+            check(cancelled)
             if on_frames:
                 on_frames(1)
             if index % settings.frame_stride:
@@ -190,9 +196,10 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
 
 
 def run_quality_pass(reader: MediaReader, settings: RunSettings, quality_backend,
-                     landmarks: dict[str, LandmarkSeries]) -> FrameSeries:
+                     landmarks: dict[str, LandmarkSeries], on_frames=None, cancelled=None) -> FrameSeries:
     """Quality scores for a video whose landmarks were computed elsewhere (the mesh's quality
-    service): decode, and crop with the given points of the same frames."""
+    service): decode, and crop with the given points of the same frames. on_frames and
+    cancelled as in run_frame_pass."""
     info = reader.info
     out = FrameSeries(info.width, info.height, info.fps, header_frames=info.header_frames, landmarks=landmarks)
     single = landmarks["single"]
@@ -206,6 +213,9 @@ def run_quality_pass(reader: MediaReader, settings: RunSettings, quality_backend
         k = table.get(index)
         return None if k is None or np.isnan(pts[k, 0, 0]) else pts[k]
     for index, frame in reader.frames():
+        check(cancelled)
+        if on_frames:
+            on_frames(1)
         if index % settings.frame_stride:
             continue
         batches.add(frame, points(mouth_rows, mouth_pts, index), points(rows, single_pts, index))

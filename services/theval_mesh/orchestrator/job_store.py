@@ -51,6 +51,7 @@ class JobSpec:
     mesh: str | None = None  # HOST:PORT of an evaluator that scores instead of in-process models
     weights: str | None = None  # Final-score weights spec
     ray_address: str | None = None  # where it ran last; `resume` uses it unless told otherwise
+    owner: str = ""  # the identity that submitted it to an evaluator: only it may see or cancel it
 
     def settings_key(self) -> str:
         return json.dumps(self.settings, sort_keys=True)

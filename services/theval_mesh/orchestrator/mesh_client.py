@@ -6,7 +6,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
+from ..common.admission import is_busy
 from ..common.errors import ServiceError, UserError
+from ..common.security import ClientSecurity, client_channel
 from ..servicers import wire
 from ..servicers.evaluator import RESULT_TRAILER
 from .results import VideoResult
@@ -23,7 +25,9 @@ class MeshEngine:
         if not host or not port.isdigit():
             raise UserError(f"--mesh {address!r}: expected HOST:PORT of the evaluator, e.g. 127.0.0.1:50051")
         self.address, self.settings, self.timeout_s = address, settings, timeout_s
-        self.channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 << 20)])
+        # TLS and the token from THEVAL_TLS_CA / THEVAL_TOKEN (a job's workers inherit them).
+        self.channel = client_channel(address, ClientSecurity.from_env(),
+                                      options=[("grpc.max_receive_message_length", 64 << 20)])
         self.stub = evaluator_pb2_grpc.EvaluatorServiceStub(self.channel)
         self._check_serving()
 
@@ -32,6 +36,9 @@ class MeshEngine:
             status = health_pb2_grpc.HealthStub(self.channel).Check(
                 health_pb2.HealthCheckRequest(), timeout=READY_TIMEOUT_S, wait_for_ready=True).status
         except grpc.RpcError as err:
+            if err.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise UserError(f"the evaluator at {self.address} needs a token: set THEVAL_TOKEN (or "
+                                "THEVAL_TOKEN_FILE)") from None
             raise UserError(f"no evaluator answers at {self.address} ({err.code().name}): start the mesh "
                             "with `theval mesh up`") from None
         if status != health_pb2.HealthCheckResponse.SERVING:
@@ -48,6 +55,8 @@ class MeshEngine:
             result = wire.result_from_proto(response.result)
         except grpc.RpcError as err:
             trailer = dict(err.trailing_metadata() or ()).get(RESULT_TRAILER)
+            if is_busy(err):  # all its workers in use: transient, unlike an input over a limit
+                raise ServiceError("UNAVAILABLE", f"the evaluator at {self.address} is busy: {err.details()}") from None
             if trailer is None:  # the mesh failed, not the video: retried, never recorded as the video's fault
                 raise ServiceError(err.code().name, f"the mesh at {self.address} could not score {path}: "
                                    f"{err.details()}") from None

@@ -36,6 +36,7 @@ class Reference:
     scored: int
     failures: list = field(default_factory=list)  # [(video, reason)]
     created: float = 0.0
+    owner: str = ""           # the identity that created it: only it may replace it
 
     def row(self) -> RawRow:
         return RawRow(self.name, self.raw, self.counts, self.provenance)
@@ -50,6 +51,10 @@ class ReferenceStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")  # a commit is on disk before we answer
             self._db.executescript(SCHEMA)
+            for table in ("reference_sets", "scored_videos"):  # stores made before owners existed
+                columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+                if "owner" not in columns:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
 
     def _write(self, statements):
         with self._lock:
@@ -74,29 +79,33 @@ class ReferenceStore:
             ("DELETE FROM reference_videos WHERE reference = ?", (ref.name,)),
             # Videos scored against the old set may have used other settings: start afresh.
             ("DELETE FROM scored_videos WHERE reference = ?", (ref.name,)),
-            ("INSERT INTO reference_sets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (f"INSERT INTO reference_sets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
              (ref.name, ref.created, json.dumps(ref.settings), json.dumps(ref.provenance), json.dumps(ref.raw),
-              json.dumps(ref.counts), ref.videos, ref.scored, json.dumps(ref.failures))),
+              json.dumps(ref.counts), ref.videos, ref.scored, json.dumps(ref.failures), ref.owner)),
         ] + [("INSERT OR REPLACE INTO reference_videos VALUES (?, ?, ?)", (ref.name, r.video, r.to_json()))
              for r in results])
 
     def get(self, name: str) -> Reference | None:
-        rows = self._rows("SELECT name, created, settings, provenance, raw, counts, videos, scored, failures "
-                          "FROM reference_sets WHERE name = ?", (name,))
+        rows = self._rows(f"SELECT {_COLUMNS} FROM reference_sets WHERE name = ?", (name,))
         return _reference(rows[0]) if rows else None
 
     def all(self) -> list[Reference]:
-        return [_reference(r) for r in self._rows(
-            "SELECT name, created, settings, provenance, raw, counts, videos, scored, failures "
-            "FROM reference_sets ORDER BY name")]
+        return [_reference(r) for r in self._rows(f"SELECT {_COLUMNS} FROM reference_sets ORDER BY name")]
 
     def reference_videos(self, name: str) -> list[VideoResult]:
         return [VideoResult.from_json(r[0]) for r in self._rows(
             "SELECT result FROM reference_videos WHERE reference = ? ORDER BY video", (name,))]
 
-    def add_scored(self, reference: str, result: VideoResult):
-        self._write([("INSERT OR REPLACE INTO scored_videos VALUES (?, ?, ?, ?, ?)",
-                      (reference, result.model, result.video, result.to_json(), time.time()))])
+    def model_owner(self, reference: str, model: str) -> str | None:
+        """Who scored the model's first video against the reference set (None: no one yet)."""
+        rows = self._rows("SELECT owner FROM scored_videos WHERE reference = ? AND model = ? LIMIT 1",
+                          (reference, model))
+        return rows[0][0] if rows else None
+
+    def add_scored(self, reference: str, result: VideoResult, owner: str = ""):
+        self._write([("INSERT OR REPLACE INTO scored_videos (reference, model, video, result, created, owner) "
+                      "VALUES (?, ?, ?, ?, ?, ?)",
+                      (reference, result.model, result.video, result.to_json(), time.time(), owner))])
 
     def scored(self, reference: str) -> list[VideoResult]:
         return [VideoResult.from_json(r[0]) for r in self._rows(
@@ -107,8 +116,11 @@ class ReferenceStore:
             self._db.close()
 
 
+_COLUMNS = "name, created, settings, provenance, raw, counts, videos, scored, failures, owner"
+
+
 def _reference(row) -> Reference:
-    name, created, settings, provenance, raw, counts, videos, scored, failures = row
+    name, created, settings, provenance, raw, counts, videos, scored, failures, owner = row
     return Reference(name=name, created=created, settings=json.loads(settings), provenance=json.loads(provenance),
                      raw=json.loads(raw), counts=json.loads(counts), videos=videos, scored=scored,
-                     failures=[tuple(f) for f in json.loads(failures)])
+                     failures=[tuple(f) for f in json.loads(failures)], owner=owner)

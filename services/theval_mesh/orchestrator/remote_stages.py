@@ -2,7 +2,8 @@
 
 Same composition as the embedded engine (stages.score); only where the work runs differs:
 audio and landmarks run at once, then head pose beside quality. Each call gets a deadline
-within the caller's own and a few retries when its service is UNAVAILABLE.
+within the caller's own and a few retries when its service is UNAVAILABLE, retries while the
+service refuses it as busy, and is cancelled as soon as the evaluator's own caller is gone.
 """
 import json
 import threading
@@ -22,7 +23,10 @@ from ..api.v1 import (
     quality_pb2,
     quality_pb2_grpc,
 )
+from ..common.admission import is_busy
 from ..common.errors import ServiceError
+from ..common.liveness import check
+from ..common.security import ClientSecurity, client_channel
 from ..common.server import channel_options
 from ..common.status import error_from_rpc
 from ..media.decode import MediaReader
@@ -34,35 +38,41 @@ from .settings import RunSettings
 STUBS = {"landmarks": landmarks_pb2_grpc.LandmarksServiceStub, "headpose": headpose_pb2_grpc.HeadPoseServiceStub,
          "quality": quality_pb2_grpc.QualityServiceStub, "audio": audio_pb2_grpc.AudioServiceStub}
 FIRST_RETRY_S, LAST_RETRY_S = 0.1, 1.0
+POLL_S = 0.2  # how soon a call whose caller went away is cancelled
 
 
 class MeshClients:
     """Channels to the four services, shared by every call of the evaluator."""
 
     def __init__(self, addresses: dict, call_timeout_s: float = 600.0, retries: int = 3,
-                 max_message_bytes: int = 1 << 30, threads: int = 32):
+                 max_message_bytes: int = 1 << 30, threads: int = 32, security: ClientSecurity | None = None):
         self.addresses, self.call_timeout_s, self.retries = dict(addresses), call_timeout_s, retries
-        self.channels = {name: grpc.insecure_channel(address, options=channel_options(max_message_bytes))
+        self.channels = {name: client_channel(address, security, channel_options(max_message_bytes))
                          for name, address in self.addresses.items()}
         self.stubs = {name: STUBS[name](channel) for name, channel in self.channels.items()}
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fan-out")
         self._provenance: dict = {}
         self._lock = threading.Lock()
 
-    def call(self, service: str, method: str, request, deadline: float, video: str = ""):
-        """stub.method(request) within `deadline` (time.monotonic()), retried on UNAVAILABLE."""
+    def call(self, service: str, method: str, request, deadline: float, video: str = "", cancelled=None):
+        """stub.method(request) within `deadline` (time.monotonic()), retried on UNAVAILABLE and,
+        until the deadline, while the service is busy; cancelled (common.liveness) ends it."""
         delay = FIRST_RETRY_S
         attempt = 0
         while True:
+            check(cancelled)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ServiceError("DEADLINE_EXCEEDED", f"the deadline passed before the {service} call")
             try:
-                return getattr(self.stubs[service], method)(request, timeout=min(self.call_timeout_s, left))
+                call = getattr(self.stubs[service], method).future(request, timeout=min(self.call_timeout_s, left))
+                return _answer(call, cancelled)
             except grpc.RpcError as err:
-                if (err.code() == grpc.StatusCode.UNAVAILABLE and attempt < self.retries
+                busy = is_busy(err)  # all its workers in use: it will have one free soon
+                if ((busy or (err.code() == grpc.StatusCode.UNAVAILABLE and attempt < self.retries))
                         and deadline - time.monotonic() > delay):
-                    attempt += 1
+                    if not busy:
+                        attempt += 1
                     time.sleep(delay)
                     delay = min(2 * delay, LAST_RETRY_S)
                     continue
@@ -89,8 +99,8 @@ class MeshClients:
         with self._lock:
             self._provenance.clear()
 
-    def open(self, video_ref, path: str, settings: RunSettings, deadline: float) -> "MeshVideo":
-        return MeshVideo(self, video_ref, path, settings, deadline)
+    def open(self, video_ref, path: str, settings: RunSettings, deadline: float, cancelled=None) -> "MeshVideo":
+        return MeshVideo(self, video_ref, path, settings, deadline, cancelled)
 
     def close(self):
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -98,12 +108,27 @@ class MeshClients:
             channel.close()
 
 
+def _answer(call, cancelled):
+    """The answer of a call in flight; the call is cancelled once `cancelled` says so."""
+    if cancelled is None:
+        return call.result()
+    while True:
+        try:
+            return call.result(timeout=POLL_S)
+        except grpc.FutureTimeoutError:
+            if cancelled():
+                call.cancel()
+                check(cancelled)
+
+
 class MeshVideo:
     """stages.VideoStages for one video, over gRPC. The video is opened here too (no decoding)
     so that a bad file fails before any service is called."""
 
-    def __init__(self, clients: MeshClients, video_ref, path: str, settings: RunSettings, deadline: float):
+    def __init__(self, clients: MeshClients, video_ref, path: str, settings: RunSettings, deadline: float,
+                 cancelled=None):
         self.clients, self.ref, self.path, self.deadline = clients, video_ref, path, deadline
+        self.cancelled = cancelled
         self.settings = settings
         self.settings_msg = wire.settings_to_proto(settings)
         reader = MediaReader(path, settings.limits)
@@ -112,7 +137,7 @@ class MeshVideo:
         self._series: dict = {}  # pass name -> LandmarkSeries message, reused for the quality call
 
     def _call(self, service, method, request):
-        return self.clients.call(service, method, request, self.deadline, self.path)
+        return self.clients.call(service, method, request, self.deadline, self.path, self.cancelled)
 
     def audio(self):
         request = audio_pb2.AudioRequest(video=self.ref, profile=self.settings.profile)

@@ -148,6 +148,7 @@ def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames)
                                else "no audio track: synchronisation metrics are NaN"))
     values = compute_metrics(series, pose, audio_series, s)
     result.metrics, result.nan_reasons, result.counts = values.values, values.nan_reasons, values.counts
+    result.warnings.extend(values.warnings)
     result.timings.update({f"metric:{k}": round(v, 6) for k, v in values.seconds.items()})
 
 
@@ -164,11 +165,11 @@ def _frame_count_warnings(info: VideoInfo, decoded: int) -> list[str]:
     return out
 
 
-def analyse_audio(backend, audio, profile: str) -> AudioSeries:
+def analyse_audio(backend, audio, profile: str, cancelled=None) -> AudioSeries:
     """The audio stage on decoded audio (None: no track): empty or unusable tracks give no series."""
     if audio is None or not len(audio.samples):
         return AudioSeries(problem=audio.problem if audio is not None else None)
-    return backend.analyse(audio, profile)
+    return backend.analyse(audio, profile, cancelled=cancelled)
 
 
 class LocalVideo:

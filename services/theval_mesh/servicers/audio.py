@@ -4,14 +4,20 @@ import json
 
 from ..api.v1 import audio_pb2, audio_pb2_grpc, common_pb2
 from ..audio.backend import AudioBackend
-from ..common import telemetry
+from ..common import liveness, telemetry
 from ..common.errors import ServiceError, UserError
 from ..common.status import rpc
 from ..media.decode import MediaReader
 from ..metrics.profiles import PROFILES, REFERENCE
 from ..orchestrator.stages import analyse_audio
 from . import wire
-from .common import opened_video, servicer_service, triton_client, until_triton_answers
+from .common import (
+    opened_video,
+    request_limit,
+    servicer_service,
+    triton_client,
+    until_triton_answers,
+)
 
 SERVICE = audio_pb2.DESCRIPTOR.services_by_name["AudioService"].full_name
 
@@ -51,9 +57,10 @@ class AudioServicer(audio_pb2_grpc.AudioServiceServicer):
                 raise UserError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
             reader = MediaReader(path, self.config.limits, reference_audio=profile == REFERENCE)
             has_audio = reader.info.has_audio
-            audio = reader.read_audio()
+            cancelled = liveness.of_call(context)
+            audio = reader.read_audio(cancelled)
             with telemetry.timed(telemetry.INFERENCE.labels("audio", "silero-vad")):
-                series = analyse_audio(backend, audio, profile)
+                series = analyse_audio(backend, audio, profile, cancelled)
         return wire.audio_to_proto(series, has_audio, audio_pb2.AudioResponse())
 
     @rpc
@@ -66,4 +73,5 @@ class AudioServicer(audio_pb2_grpc.AudioServiceServicer):
 def register(config):
     servicer = AudioServicer(config)
     return servicer_service(servicer, audio_pb2_grpc.add_AudioServiceServicer_to_server, SERVICE, load=servicer.load,
-                            readiness=servicer.readiness if servicer.triton else None)
+                            readiness=servicer.readiness if servicer.triton else None,
+                            receive_limit=request_limit(config, video=True))  # the video only

@@ -1,9 +1,10 @@
 """What the servicers share: the video reference, settings and limits; the Triton connection."""
 import logging
+import math
 import time
 from contextlib import contextmanager
 
-from ..common.config import Config
+from ..common.config import MIB, Config
 from ..common.errors import ServiceError, UserError, VideoError
 from ..common.server import Service
 from ..media.sources import BYTES_LABEL, local_video
@@ -36,12 +37,34 @@ def run_settings(message, config: Config, default: RunSettings | None = None) ->
         raise UserError(f"settings: {err}") from None
 
 
-def servicer_service(servicer, add_to_server, service_name: str, load=None, readiness=None) -> Service:
+# What a leaf request can legitimately hold, per frame of the longest allowed video. Measured on
+# the kit's clip_00 (seed 3, 4 s, 25 fps, 100 frames, 256 px, a face in every frame):
+#   HeadPoseRequest  573,613 B = 100 x 5,736 (478 points x 3 x float32) + 13 B of header;
+#   QualityRequest   video + 1,135,479 B = "single" 5,737 B/frame + "mouth_quality" 5,617 B/frame;
+#   TrackRequest     video + 134 B (100 silent frame numbers and the settings); AudioRequest video + 19 B.
+MAX_FPS = 60  # frame-rate bound: talking-head videos are 25-60 fps
+ROW_BYTES = 478 * 3 * 4  # one frame of refined FaceMesh points, float32 x, y, z
+INDEX_BYTES = 10  # one frame number, a varint of at most 10 bytes
+
+
+def request_limit(config: Config, video: bool, series: int = 0, frame_lists: int = 0) -> int:
+    """The largest request a leaf accepts: the video's bytes (if it takes one), `series` landmark
+    series and `frame_lists` lists of frame numbers of the longest allowed video, and 1 MiB for
+    headers and settings; never more than max_message_bytes. gRPC refuses anything larger
+    (RESOURCE_EXHAUSTED), where max_message_bytes alone (1 GiB) let two 900 MiB calls take a
+    server to 4.1 GB."""
+    frames = math.ceil(config.limits.max_duration_s * MAX_FPS)
+    arrays = frames * (series * (ROW_BYTES + INDEX_BYTES) + frame_lists * INDEX_BYTES)
+    return min((config.max_video_bytes if video else 0) + arrays + MIB, config.max_message_bytes)
+
+
+def servicer_service(servicer, add_to_server, service_name: str, load=None, readiness=None,
+                     receive_limit: int | None = None) -> Service:
     """A Service that adds one servicer to a gRPC server (the generated add_*_to_server)."""
     def add(server):
         add_to_server(servicer, server)
         return [service_name]
-    return Service(add, load=load, readiness=readiness)
+    return Service(add, load=load, readiness=readiness, receive_limit=receive_limit)
 
 
 def triton_client(config: Config):

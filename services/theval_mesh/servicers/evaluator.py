@@ -3,17 +3,17 @@ composition (orchestrator.stages.score), normalises them against stored GT refer
 import json
 import logging
 import math
-import queue
-import threading
+import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
-from ..common import telemetry
+from ..common import liveness, telemetry
 from ..common.config import MIB, Config
-from ..common.errors import AlreadyExists, NotFound, UserError, VideoError
+from ..common.errors import AccessDenied, AlreadyExists, NotFound, UserError, VideoError
 from ..common.health import DependencyHealth
+from ..common.security import ClientSecurity, caller, check_name
 from ..common.server import Service
 from ..common.status import rpc, status_of
 from ..media.sources import BYTES_LABEL, resolve_uri
@@ -26,7 +26,7 @@ from ..orchestrator.settings import RunSettings
 from ..orchestrator.stages import new_result, score
 from ..scoring.final_score import RawRow, leaderboard
 from ..scoring.names import NAME_OF_KEY
-from . import wire
+from . import streams, wire
 from .common import opened_video, run_settings
 from .jobs import Jobs
 
@@ -34,7 +34,8 @@ log = logging.getLogger("theval.evaluator")
 SERVICE = evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"].full_name
 RESULT_TRAILER = "theval-result-bin"  # the failed VideoResult of a video that could not be scored
 NO_DEADLINE_S = 24 * 3600.0
-MAX_NAME = 128
+MAX_LABEL = 1024  # a video's display name
+JOBS_IDENTITY = "theval-jobs"  # submitted jobs' drivers calling Evaluate
 
 
 def _deadline(context) -> float:
@@ -73,29 +74,39 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
             return RunSettings.from_key(reference.settings, limits=self.config.limits)
         return self.config.run
 
-    def _score(self, video_ref, label: str, model: str, settings: RunSettings, deadline: float):
+    def _score(self, video_ref, label: str, model: str, settings: RunSettings, deadline: float, cancelled=None):
         """(VideoResult, error): error is None, a VideoError (this video is bad: recorded in the
-        result) or an internal error; the mesh's own failures raise ServiceError."""
+        result) or an internal error; the mesh's own failures raise ServiceError, and Cancelled
+        once `cancelled` (common.liveness) says the caller is gone."""
         with opened_video(video_ref, self.config) as path:
             provenance = self.clients.provenance(settings, deadline)
             result = new_result(model, label, settings, provenance)
-            error = score(lambda: self.clients.open(video_ref, path, settings, deadline), result, settings)
+            error = score(lambda: self.clients.open(video_ref, path, settings, deadline, cancelled), result,
+                          settings)
         if error is not None and result.reason and video_ref.WhichOneof("source") == "content":
             result.reason = result.reason.replace(path, BYTES_LABEL)  # a temporary file's name
             if isinstance(error, VideoError):
                 error.reason = result.reason
         return result, error
 
-    def _evaluate(self, request, deadline: float):
+    def _evaluate(self, request, deadline: float, who: str, cancelled=None):
         """(EvaluateResponse, None) for a scored video, (failed VideoResult, its error) else;
         errors of the request or of the mesh raise."""
+        if request.model:
+            check_name("model", request.model)
+        if len(request.name) > MAX_LABEL or not request.name.isprintable():
+            raise UserError(f"name: at most {MAX_LABEL} printable characters, not {len(request.name)}")
         reference = self._reference(request.reference)
         if reference is not None and request.model == reference.name:
             raise UserError(f"model {request.model!r} has the name of the reference set; name it otherwise")
+        if reference is not None and request.model and self.store.model_owner(reference.name, request.model) not in (
+                None, who):
+            raise AccessDenied(f"model {request.model!r} against {reference.name!r} was scored by another caller: "
+                               "name yours otherwise")
         settings = self._settings(request, reference)
         label = _label(request.video, request.name)
         try:
-            result, error = self._score(request.video, label, request.model, settings, deadline)
+            result, error = self._score(request.video, label, request.model, settings, deadline, cancelled)
         except Exception as err:
             telemetry.VIDEOS.labels(_outcome(err)).inc()
             raise
@@ -106,74 +117,32 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         if reference is not None:
             response.scores.CopyFrom(_scores(result, reference))  # refused when scored unlike the GT
             if request.model:
-                self.store.add_scored(reference.name, result)  # durable before the answer
+                self.store.add_scored(reference.name, result, who)  # durable before the answer
         return response, None
 
     # ------------------------------------------------------------------ the API
     @rpc
     def Evaluate(self, request, context):
-        answer, error = self._evaluate(request, _deadline(context))
+        answer, error = self._evaluate(request, _deadline(context), caller(self.config.tokens, context),
+                                       liveness.of_call(context))
         if error is not None:
             context.set_trailing_metadata(((RESULT_TRAILER, wire.result_to_proto(answer).SerializeToString()),))
             raise error
         return answer
 
     def EvaluateStream(self, request_iterator, context):
-        """Videos are scored `concurrency` at a time as they arrive; answers go back as each
-        finishes. A client that goes away cancels what has not started."""
-        deadline = _deadline(context)
-        done: queue.Queue = queue.Queue()
-        pool = ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="stream")
-        lock = threading.Lock()
-        state = {"queued": 0, "received": None, "closed": False}  # received: known once the client is done
+        """Videos are scored `concurrency` at a time as they arrive, none read ahead (servicers.streams);
+        answers go back as each finishes. A client that goes away stops the videos in progress."""
+        deadline, who = _deadline(context), caller(self.config.tokens, context)
+        c = self.config
+        yield from streams.answered_as_they_finish(
+            request_iterator, context, lambda request, cancelled: self._stream_item(request, deadline, who, cancelled),
+            c.concurrency, c.stream_idle_s, c.stream_max_s)
 
-        def one(request):
-            with lock:
-                if state["closed"]:
-                    return
-                state["queued"] -= 1
-                telemetry.QUEUE.dec()
-            done.put(self._stream_item(request, deadline))
-
-        def read():
-            count = 0
-            try:
-                for request in request_iterator:
-                    with lock:
-                        if state["closed"]:
-                            break
-                        pool.submit(one, request)
-                        state["queued"] += 1
-                        telemetry.QUEUE.inc()
-                    count += 1
-            except Exception:  # noqa: BLE001 - the client went away: answer what was received
-                pass
-            state["received"] = count
-            done.put(None)
-
-        threading.Thread(target=read, name="stream-reader", daemon=True).start()
-        sent = 0
-        try:
-            while state["received"] is None or sent < state["received"]:
-                try:
-                    item = done.get(timeout=0.5)
-                except queue.Empty:
-                    if not context.is_active():
-                        return
-                    continue
-                if item is not None:
-                    sent += 1
-                    yield item
-        finally:
-            with lock:
-                state["closed"] = True
-                telemetry.QUEUE.dec(state["queued"])
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    def _stream_item(self, request, deadline) -> evaluator_pb2.EvaluateStreamResponse:
+    def _stream_item(self, request, deadline, who: str, cancelled=None) -> evaluator_pb2.EvaluateStreamResponse:
         out = evaluator_pb2.EvaluateStreamResponse(id=request.id)
         try:
-            answer, error = self._evaluate(request, deadline)
+            answer, error = self._evaluate(request, deadline, who, cancelled)
         except Exception as err:  # noqa: BLE001 - one video's failure is reported in its own response
             error, answer = err, None
         if error is None:
@@ -187,16 +156,17 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
 
     @rpc
     def CreateReference(self, request, context):
-        name = request.name.strip()
-        if not name or len(name) > MAX_NAME or not name.isprintable():
-            raise UserError(f"reference name must be 1-{MAX_NAME} printable characters, not {request.name!r}")
-        if not request.replace and self.store.get(name) is not None:
+        name, who = check_name("reference set name", request.name), caller(self.config.tokens, context)
+        existing = self.store.get(name)
+        if existing is not None and not request.replace:
             raise AlreadyExists(f"a reference set named {name!r} exists; set replace to score it again")
+        if existing is not None and existing.owner != who:
+            raise AccessDenied(f"the reference set {name!r} belongs to another caller: only it may replace it")
         settings = run_settings(request.settings, self.config) if request.HasField("settings") else self.config.run
         videos = self._expand(request.videos)
-        deadline = _deadline(context)
+        deadline, cancelled = _deadline(context), liveness.of_call(context)
         with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="reference") as pool:
-            scored = list(pool.map(lambda v: self._score(v[0], v[1], name, settings, deadline), videos))
+            scored = list(pool.map(lambda v: self._score(v[0], v[1], name, settings, deadline, cancelled), videos))
         for _, error in scored:
             if error is not None and not isinstance(error, VideoError):
                 raise error
@@ -213,7 +183,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
                             f"videos{': ' + why if why else ''}); add videos that have it")
         ref = Reference(name=name, settings=settings.key(), provenance=row.provenance, raw=row.values,
                         counts=row.counts, videos=len(results), scored=len(results) - len(failures),
-                        failures=failures)
+                        failures=failures, owner=who)
         self.store.put(ref, results)
         log.info("reference set %r stored: %d videos scored, %d failed", name, ref.scored, len(failures))
         return _reference_proto(ref)
@@ -259,21 +229,21 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
     # ------------------------------------------------------------------ bulk jobs (servicers/jobs.py)
     @rpc
     def SubmitJob(self, request, context):
-        return self.jobs.submit(request)
+        return self.jobs.submit(request, caller(self.config.tokens, context))
 
     @rpc
     def GetJob(self, request, context):
-        return self.jobs.get(request.id)
+        return self.jobs.get(request.id, caller(self.config.tokens, context))
 
     def StreamJob(self, request, context):
         try:
-            yield from self.jobs.stream(request.id, context)
+            yield from self.jobs.stream(request.id, caller(self.config.tokens, context), context)
         except Exception as err:  # noqa: BLE001 - a status, as @rpc does for unary calls
             context.abort(*status_of(err))
 
     @rpc
     def CancelJob(self, request, context):
-        return self.jobs.cancel(request.id)
+        return self.jobs.cancel(request.id, caller(self.config.tokens, context))
 
 
 def _nan_reasons(results, metrics) -> str:
@@ -304,13 +274,27 @@ def _reference_proto(ref: Reference) -> evaluator_pb2.Reference:
         failures=[evaluator_pb2.VideoFailure(video=v, reason=r) for v, r in ref.failures])
 
 
+def _driver_security(config: Config) -> ClientSecurity:
+    """How the drivers of submitted jobs reach this evaluator: a token of their own (added to the
+    accepted ones, identity JOBS_IDENTITY) when callers need one; TLS trusting --tls-ca, else this
+    server's own certificate (self-signed), with it as client certificate under mutual TLS."""
+    token = None
+    if config.tokens:
+        token = secrets.token_urlsafe(32)
+        config.tokens.add(JOBS_IDENTITY, token)
+    if not config.tls_cert:
+        return ClientSecurity(token=token)
+    client = (config.tls_cert, config.tls_key) if config.tls_client_ca else (None, None)
+    return ClientSecurity(config.tls_ca or config.tls_cert, *client, token)
+
+
 def register(config: Config):
     # Opened before the server starts: a store that cannot be opened (empty, corrupt) stops it with
     # the reason, where a failure in load() would leave it NOT_SERVING with the reason in a log.
     store = ReferenceStore(config.store)
     jobs = Jobs(config)
     clients = MeshClients(config.dependencies, config.call_timeout_s, config.retries, config.max_message_bytes,
-                          threads=4 * config.workers)
+                          threads=4 * config.workers, security=config.client_security())
 
     def on_change(name, up):
         telemetry.DEPENDENCY_UP.labels(name).set(1 if up else 0)
@@ -319,6 +303,7 @@ def register(config: Config):
     deps = DependencyHealth({n: (clients.addresses[n], clients.channels[n]) for n in clients.addresses}, on_change)
 
     servicer = EvaluatorServicer(config, store, jobs, clients)
+    jobs.trust_drivers(_driver_security(config))
 
     def add(server):
         evaluator_pb2_grpc.add_EvaluatorServiceServicer_to_server(servicer, server)

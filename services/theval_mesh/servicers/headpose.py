@@ -1,8 +1,10 @@
 """theval.v1.HeadPoseService over headpose.backend (rigid fit of the FaceMesh landmarks)."""
+import numpy as np
+
 from ..api.v1 import common_pb2, headpose_pb2, headpose_pb2_grpc
-from ..common import telemetry
+from ..common import liveness, telemetry
 from ..common.errors import UserError
-from .common import servicer_service
+from .common import request_limit, servicer_service
 from ..common.status import rpc
 from ..headpose.backend import BACKEND, estimate
 from . import wire
@@ -13,15 +15,17 @@ SERVICE = headpose_pb2.DESCRIPTOR.services_by_name["HeadPoseService"].full_name
 class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
     @rpc
     def Estimate(self, request, context):
-        points = wire.get_array(request, "points")
-        n = request.num_points
-        if n <= 0 or len(points) % (n * 3) or request.width <= 0 or request.height <= 0:
-            raise UserError(f"expected positive width, height and num_points and frames x num_points x 3 "
-                            f"floats; got {request.width}x{request.height}, num_points={n}, "
-                            f"{len(points)} floats")
-        points = points.reshape(-1, n, 3)
+        if request.width <= 0 or request.height <= 0:
+            raise UserError(f"width and height must be positive, not {request.width}x{request.height}")
+        try:
+            points = wire.points_from_proto(request, "points", request.num_points)
+        except ValueError as err:
+            raise UserError(f"points: {err}") from None
         with telemetry.timed(telemetry.INFERENCE.labels("headpose", BACKEND)):
-            pose = estimate(points, request.width, request.height)
+            try:
+                pose = estimate(points, request.width, request.height, liveness.of_call(context))
+            except np.linalg.LinAlgError:  # finite, but no face shape (e.g. every point in one place)
+                raise UserError("points: the rigid fit cannot align these landmarks (degenerate face shape)") from None
         telemetry.FRAMES.labels("headpose").inc(len(points))
         return wire.pose_to_proto(pose, headpose_pb2.HeadPoseResponse())
 
@@ -32,4 +36,6 @@ class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
 
 def register(config):
     servicer = HeadPoseServicer()
-    return servicer_service(servicer, headpose_pb2_grpc.add_HeadPoseServiceServicer_to_server, SERVICE, load=None)
+    # One landmark series, no video.
+    return servicer_service(servicer, headpose_pb2_grpc.add_HeadPoseServiceServicer_to_server, SERVICE, load=None,
+                            receive_limit=request_limit(config, video=False, series=1))

@@ -8,7 +8,8 @@ import time
 
 from ..api.v1 import evaluator_pb2
 from ..common.telemetry import register_jobs
-from ..common.errors import UserError
+from ..common.errors import NotFound, Overloaded, UserError
+from ..common.security import ClientSecurity, check_name
 from ..media.sources import resolve_uri
 from ..orchestrator.drivers import last_line, start_driver
 from ..orchestrator.inputs import plan
@@ -31,10 +32,15 @@ class Jobs:
     def __init__(self, config):
         self.config = config
         self.store = SqliteJobStore(config.store)
-        register_jobs(self.store)  # jobs by state on /metrics
+        register_jobs(self.store, per_job=False)  # jobs by state on /metrics, no job ids
         self.address: str | None = None  # this evaluator, once its port is bound
         self._lock = threading.Lock()
         self._drivers: dict = {}  # job id -> Popen of its driver
+        # How drivers reach this evaluator: its own token (when callers need one) and TLS trust.
+        self.driver_security = ClientSecurity()
+
+    def trust_drivers(self, security: ClientSecurity):
+        self.driver_security = security
 
     def bound(self, host: str, port: int):
         self.address = f"{'127.0.0.1' if host in ('', '0.0.0.0', '::') else host}:{port}"
@@ -44,19 +50,26 @@ class Jobs:
             raise UserError(f"{what}: give a folder, a video or a .txt list under the allowed roots")
         return resolve_uri(path, self.config.allowed_roots)  # PERMISSION_DENIED outside them
 
-    def submit(self, request) -> evaluator_pb2.Job:
-        gt_name = request.gt_name or "GT"
+    def submit(self, request, owner: str) -> evaluator_pb2.Job:
+        gt_name = check_name("gt_name", request.gt_name or "GT")
         inputs = [[gt_name, self._path("gt", request.gt)]]
-        inputs += [[m.name, self._path(f"model {m.name!r}", m.path)] for m in request.models]
+        inputs += [[check_name("model name", m.name), self._path(f"model {m.name!r}", m.path)] for m in request.models]
         settings = run_settings(request.settings, self.config) if request.HasField("settings") else self.config.run
         workers = request.workers or self.config.job_workers
         if workers < 1:
             raise UserError(f"workers must be at least 1, not {workers}")
+        if workers > self.config.max_job_workers:
+            raise Overloaded(f"workers {workers} is over this evaluator's limit of {self.config.max_job_workers} "
+                             "per job (--max-job-workers)")
         spec = JobSpec(inputs=inputs, settings=settings.key(), gt_name=gt_name, workers=workers,
-                       mesh=self.address, ray_address=self.config.ray_address)
-        job = self.store.create(spec, plan([tuple(i) for i in inputs]))
-        driver, log_file = start_driver(self.store.path, job.id, workers, self.config.ray_address)
-        with self._lock:
+                       mesh=self.address, ray_address=self.config.ray_address, owner=owner)
+        with self._lock:  # counted and started under the lock: two submits cannot both take the last slot
+            if len(self._drivers) >= self.config.max_jobs:
+                raise Overloaded(f"{len(self._drivers)} jobs are running, this evaluator's limit (--max-jobs): "
+                                 "submit again when one finishes")
+            job = self.store.create(spec, plan([tuple(i) for i in inputs]))
+            driver, log_file = start_driver(self.store.path, job.id, workers, self.config.ray_address,
+                                            env=self.driver_security.env())
             self._drivers[job.id] = driver
         threading.Thread(target=self._watch, args=(job.id, driver, log_file), name=f"watch-{job.id}",
                          daemon=True).start()
@@ -73,14 +86,27 @@ class Jobs:
             self.store.finish(job_id, "interrupted", f"its driver exited with code {code}: {last_line(log_file)}")
         log.info("%s: driver exited with code %d; the job is %s", job_id, code, self.store.get(job_id).state)
 
-    def get(self, job_id: str) -> evaluator_pb2.Job:
-        return job_proto(self.store.get(job_id))
+    def _owned(self, job_id: str, owner: str):
+        """The caller's job; another caller's, or none, is the same NOT_FOUND (no store path, no
+        other job ids in it)."""
+        try:
+            job = self.store.get(job_id)
+        except NotFound:
+            job = None
+        if job is None or job.spec.owner != owner:
+            raise NotFound(f"no job {job_id[:64]!r} of yours")
+        return job
 
-    def cancel(self, job_id: str) -> evaluator_pb2.Job:
+    def get(self, job_id: str, owner: str) -> evaluator_pb2.Job:
+        return job_proto(self._owned(job_id, owner))
+
+    def cancel(self, job_id: str, owner: str) -> evaluator_pb2.Job:
+        self._owned(job_id, owner)
         return job_proto(self.store.request_cancel(job_id))
 
-    def stream(self, job_id: str, context):
+    def stream(self, job_id: str, owner: str, context):
         """The job now, then at each change of its state or counts, until it stops."""
+        self._owned(job_id, owner)
         last, sent_at = None, 0.0
         while context.is_active():
             job = self.store.get(job_id)

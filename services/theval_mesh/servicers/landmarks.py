@@ -2,14 +2,14 @@
 import numpy as np
 
 from ..api.v1 import common_pb2, landmarks_pb2, landmarks_pb2_grpc
-from ..common import telemetry
+from ..common import liveness, telemetry
 from ..common.status import rpc
 from ..landmarks import passes
 from ..landmarks.backend import BACKEND, FaceTracker
 from ..media.decode import MediaReader
 from ..orchestrator.frame_pass import run_frame_pass
 from . import wire
-from .common import opened_video, run_settings, servicer_service
+from .common import opened_video, request_limit, run_settings, servicer_service
 
 SERVICE = landmarks_pb2.DESCRIPTOR.services_by_name["LandmarksService"].full_name
 
@@ -30,8 +30,10 @@ class LandmarksServicer(landmarks_pb2_grpc.LandmarksServiceServicer):
         with opened_video(request.video, self.config) as path:
             reader = MediaReader(path, settings.limits)
             with telemetry.timed(telemetry.INFERENCE.labels("landmarks", BACKEND)):
-                series = run_frame_pass(reader, settings, None, silent_frames=silent)
-        telemetry.FRAMES.labels("landmarks").inc(series.frame_count)
+                # Frames counted as they go, so /metrics shows the work (and when it stops).
+                series = run_frame_pass(reader, settings, None, silent_frames=silent,
+                                        on_frames=telemetry.FRAMES.labels("landmarks").inc,
+                                        cancelled=liveness.of_call(context))
         return landmarks_pb2.TrackResponse(
             info=wire.info_to_proto(reader.info), frame_count=series.frame_count,
             series=[wire.landmarks_to_proto(name, s) for name, s in series.landmarks.items()])
@@ -43,4 +45,6 @@ class LandmarksServicer(landmarks_pb2_grpc.LandmarksServiceServicer):
 
 def register(config):
     servicer = LandmarksServicer(config)
-    return servicer_service(servicer, landmarks_pb2_grpc.add_LandmarksServiceServicer_to_server, SERVICE, load=servicer.load)
+    # The video and the silent-lip pass's frame numbers.
+    return servicer_service(servicer, landmarks_pb2_grpc.add_LandmarksServiceServicer_to_server, SERVICE, load=servicer.load,
+                            receive_limit=request_limit(config, video=True, frame_lists=1))

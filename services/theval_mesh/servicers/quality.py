@@ -6,7 +6,7 @@ import logging
 import threading
 
 from ..api.v1 import common_pb2, quality_pb2, quality_pb2_grpc
-from ..common import telemetry
+from ..common import liveness, telemetry
 from ..common.errors import UserError
 from ..common.status import rpc
 from ..media.decode import MediaReader
@@ -14,7 +14,14 @@ from ..orchestrator.frame_pass import run_quality_pass
 from ..quality import proxy
 from ..quality.backend import QualityBackend
 from . import wire
-from .common import opened_video, run_settings, servicer_service, triton_client, until_triton_answers
+from .common import (
+    opened_video,
+    request_limit,
+    run_settings,
+    servicer_service,
+    triton_client,
+    until_triton_answers,
+)
 
 log = logging.getLogger("theval.quality")
 SERVICE = quality_pb2.DESCRIPTOR.services_by_name["QualityService"].full_name
@@ -103,15 +110,16 @@ class QualityServicer(quality_pb2_grpc.QualityServiceServicer):
         settings = run_settings(request.settings, self.config)
         backend = self.backend(settings.quality, settings.profile)
         try:
-            landmarks = {m.pass_name: wire.landmarks_from_proto(m) for m in request.landmarks}
+            landmarks = wire.landmark_passes_from_proto(request.landmarks)
         except ValueError as err:
             raise UserError(str(err)) from None
         if "single" not in landmarks:
             raise UserError("landmarks: the \"single\" pass is required (its points place the crops)")
         with opened_video(request.video, self.config) as path:
             reader = MediaReader(path, settings.limits)
-            series = run_quality_pass(reader, settings, _Timed(backend), landmarks)
-        telemetry.FRAMES.labels("quality").inc(series.frame_count)
+            series = run_quality_pass(reader, settings, _Timed(backend), landmarks,
+                                      on_frames=telemetry.FRAMES.labels("quality").inc,
+                                      cancelled=liveness.of_call(context))
         out = quality_pb2.QualityResponse(frame_count=series.frame_count)
         for name in ("global_aesthetic", "face_quality", "mouth_quality"):
             wire.set_array(out, name, getattr(series, name))
@@ -127,4 +135,6 @@ class QualityServicer(quality_pb2_grpc.QualityServiceServicer):
 def register(config):
     servicer = QualityServicer(config)
     return servicer_service(servicer, quality_pb2_grpc.add_QualityServiceServicer_to_server, SERVICE, load=servicer.load,
-                            readiness=servicer.readiness if servicer.triton else None)
+                            readiness=servicer.readiness if servicer.triton else None,
+                            # The video and two landmark series ("single", "mouth_quality").
+                            receive_limit=request_limit(config, video=True, series=2))

@@ -108,18 +108,64 @@ def landmarks_to_proto(name: str, s: LandmarkSeries) -> common_pb2.LandmarkSerie
     return m
 
 
+FACEMESH_POINTS = (468, 478)  # what FaceMesh gives: plain and refined (landmarks.backend)
+# Normalised coordinates: a face a thousand frame widths away is no face, and the fits and crops
+# stay finite (1e30 overflows them).
+MAX_COORDINATE = 1e3
+
+
+def points_from_proto(message, name: str, num_points: int, rows: int | None = None) -> np.ndarray:
+    """message.<name> as (T, num_points, 3) landmarks, checked as they come off the wire: ValueError
+    with a one-line reason for anything FaceMesh cannot have produced (the caller's INVALID_ARGUMENT;
+    unchecked, it reached the fits as an INTERNAL error). rows: the frames it must hold."""
+    if num_points not in FACEMESH_POINTS:
+        raise ValueError(f"num_points is {num_points}: FaceMesh gives {' or '.join(map(str, FACEMESH_POINTS))}")
+    flat = get_array(message, name)
+    row = num_points * 3
+    if len(flat) % row or (rows is not None and len(flat) != rows * row):
+        frames = f"{rows} frames of " if rows is not None else ""
+        raise ValueError(f"{len(flat)} floats for {frames}{num_points} points (need frames x points x 3)")
+    points = flat.reshape(-1, num_points, 3)
+    _check_rows(points)
+    return points
+
+
+def _check_rows(points: np.ndarray):
+    """Every row is a face (finite coordinates within MAX_COORDINATE) or all NaN (no face)."""
+    usable = np.abs(points) <= MAX_COORDINATE  # False for NaN and inf
+    bad = ~usable.all(axis=(1, 2)) & ~np.isnan(points).all(axis=(1, 2))
+    if bad.any():
+        t = int(np.argmax(bad))
+        value = points[t][~usable[t]][0]
+        what = "NaN beside coordinates (a row is a face or all NaN)" if np.isnan(value) else \
+            f"{value:g} is not a normalised coordinate (finite, within {MAX_COORDINATE:g})"
+        raise ValueError(f"frame row {t}: {what}")
+
+
 def landmarks_from_proto(m: common_pb2.LandmarkSeries) -> LandmarkSeries:
-    if m.num_points <= 0:
-        raise ValueError(f"landmark series {m.pass_name!r}: num_points must be positive")
-    points = get_array(m, "points")
-    rows = len(m.frame_index)
-    if len(points) != rows * m.num_points * 3:
-        raise ValueError(f"landmark series {m.pass_name!r}: {len(points)} floats for {rows} frames of "
-                         f"{m.num_points} points (need frames x points x 3)")
-    series = LandmarkSeries.from_arrays(np.asarray(m.frame_index, dtype=np.int64),
-                                        points.reshape(rows, m.num_points, 3))
+    try:
+        points = points_from_proto(m, "points", m.num_points, rows=len(m.frame_index))
+    except ValueError as err:
+        raise ValueError(f"landmark series {m.pass_name!r}: {err}") from None
+    series = LandmarkSeries.from_arrays(np.asarray(m.frame_index, dtype=np.int64), points)
     series.num_points = m.num_points
     return series
+
+
+def landmark_passes_from_proto(messages) -> dict[str, LandmarkSeries]:
+    """{pass name: series} of the passes of one video: each checked, all over the same frames."""
+    out = {}
+    for m in messages:
+        if m.pass_name in out:
+            raise ValueError(f"landmark series {m.pass_name!r} given twice")
+        out[m.pass_name] = landmarks_from_proto(m)
+    frames = {name: s.frame_index for name, s in out.items()}
+    first = next(iter(frames), None)
+    for name, index in frames.items():
+        if not np.array_equal(index, frames[first]):
+            raise ValueError(f"landmark series {name!r} ({len(index)} frames) does not cover the frames of "
+                             f"{first!r} ({len(frames[first])}): the passes of one video cover the same frames")
+    return out
 
 
 def pose_to_proto(p: HeadPose, message):

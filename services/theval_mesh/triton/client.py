@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..common.errors import ServiceError
+from ..common.liveness import check
 from ..common.server import channel_options
 from .repository import MODELS, REQUEST_IMAGES, TRITON_NAME, VAD_MODEL
 
@@ -149,8 +150,9 @@ class TritonVad:
         self.client = client
         self.served_by = f"triton {client.url}"
 
-    def probabilities(self, waves: list[np.ndarray]) -> list[np.ndarray]:
+    def probabilities(self, waves: list[np.ndarray], cancelled=None) -> list[np.ndarray]:
         """One request per wave, sent at once: Triton batches them (and other calls')."""
+        check(cancelled)
         def run(wave):
             batch = np.ascontiguousarray(wave, np.float32).reshape(1, -1)
             return self.client.infer(VAD_MODEL, "AUDIO", batch, ("PROBS",))["PROBS"].reshape(-1)

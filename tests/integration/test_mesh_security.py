@@ -1,0 +1,140 @@
+"""A mesh that listens beyond loopback: TLS on every gRPC port, mutual TLS between the evaluator
+and its services, bearer tokens and owners on the evaluator's API, job limits. Real servers,
+real certificates (made with `cryptography`), real Ray jobs."""
+import os
+
+import grpc
+import pytest
+from certificates import issue, make_ca
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from mesh_support import Mesh, scrape
+from theval_mesh.api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc, landmarks_pb2_grpc
+from theval_mesh.common.config import DEPENDENCIES
+from theval_mesh.common.security import ClientSecurity, client_channel
+from theval_mesh.synth import generate_kit
+
+pytestmark = pytest.mark.slow
+C = grpc.StatusCode
+ALICE, BOB = "alice-token-" + "a" * 24, "bob-token-" + "b" * 24
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pki")
+    ca, ca_cert, ca_key = make_ca(folder, "mesh-ca")
+    _, stranger_cert, stranger_key = make_ca(folder, "stranger-ca")
+    tokens = folder / "tokens"
+    tokens.write_text(f"# identity token\nalice {ALICE}\nbob {BOB}\n")
+    tokens.chmod(0o600)
+    return {"ca": ca.cert, "server": issue(folder, "server", ca_cert, ca_key),
+            "client": issue(folder, "client", ca_cert, ca_key),
+            "stranger": issue(folder, "stranger", stranger_cert, stranger_key), "tokens": str(tokens)}
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("videos")
+    kit = generate_kit(root / "kit", seed=5, n_clips=2, duration_s=1.5, size=128, variants=())
+    (root / "gt").mkdir()
+    for i, v in enumerate(kit.videos()):
+        os.link(v, root / "gt" / f"c{i}.mp4")
+    return root
+
+
+@pytest.fixture(scope="module")
+def mesh(pki, videos, tmp_path_factory):
+    """Every port on all interfaces: the services require the evaluator's client certificate,
+    the evaluator requires TLS and a token, and runs at most one job of at most 2 workers."""
+    tls = ["--host", "0.0.0.0", "--tls-cert", pki["server"].cert, "--tls-key", pki["server"].key]
+    leaf = tls + ["--tls-client-ca", pki["ca"]]
+    leaf_security = ClientSecurity(pki["ca"], pki["client"].cert, pki["client"].key)
+    security = {d: leaf_security for d in DEPENDENCIES}
+    security["evaluator"] = ClientSecurity(pki["ca"], token=ALICE)
+    m = Mesh(tmp_path_factory.mktemp("mesh"), roots=[videos], service_args={d: leaf for d in DEPENDENCIES},
+             evaluator_args=tls + ["--tls-ca", pki["ca"], "--tokens-file", pki["tokens"], "--max-jobs", "1",
+                                   "--max-job-workers", "2", "--job-workers", "1"],
+             security=security)
+    m.start()
+    yield m
+    m.stop()
+
+
+def evaluator_as(mesh, pki, token=None):
+    channel = client_channel(mesh.procs["evaluator"].address, ClientSecurity(pki["ca"], token=token))
+    return evaluator_pb2_grpc.EvaluatorServiceStub(channel), channel
+
+
+def code_of(call) -> tuple:
+    try:
+        call()
+    except grpc.RpcError as err:
+        return err.code(), err.details() or ""
+    return C.OK, ""
+
+
+def test_every_port_is_tls_and_the_services_want_the_evaluators_certificate(mesh, pki):
+    landmarks = mesh.procs["landmarks"].address
+    describe = common_pb2.DescribeRequest()
+    for security, expected in ((None, C.UNAVAILABLE),  # plaintext to a TLS port
+                               (ClientSecurity(pki["ca"]), C.UNAVAILABLE),  # no client certificate
+                               (ClientSecurity(pki["ca"], pki["stranger"].cert, pki["stranger"].key), C.UNAVAILABLE),
+                               (ClientSecurity(pki["ca"], pki["client"].cert, pki["client"].key), C.OK)):
+        with client_channel(landmarks, security) as channel:
+            got, _ = code_of(lambda: landmarks_pb2_grpc.LandmarksServiceStub(channel).Describe(describe, timeout=10))
+        assert got == expected, security
+    with grpc.insecure_channel(mesh.procs["evaluator"].address) as channel:
+        got, _ = code_of(lambda: evaluator_pb2_grpc.EvaluatorServiceStub(channel).ListReferences(
+            evaluator_pb2.ListReferencesRequest(), timeout=10))
+    assert got == C.UNAVAILABLE
+
+
+def test_the_api_needs_a_known_token_and_health_does_not(mesh, pki):
+    for token in (None, "x" * 40, ALICE[:-1] + "b"):
+        stub, channel = evaluator_as(mesh, pki, token)
+        with channel:
+            got, detail = code_of(lambda: stub.ListReferences(evaluator_pb2.ListReferencesRequest(), timeout=10))
+        assert got == C.UNAUTHENTICATED and "bearer token" in detail
+    with client_channel(mesh.procs["evaluator"].address, ClientSecurity(pki["ca"])) as channel:
+        status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10).status
+    assert status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_owners_names_and_limits(mesh, pki, videos):
+    alice, _ = evaluator_as(mesh, pki, ALICE)
+    bob, _ = evaluator_as(mesh, pki, BOB)
+    gt = [common_pb2.VideoRef(uri=str(videos / "gt"))]
+    alice.CreateReference(evaluator_pb2.CreateReferenceRequest(name="GT", videos=gt), timeout=300)
+    # Only its owner may replace a reference set; a model's rows belong to who scored it first.
+    got, detail = code_of(lambda: bob.CreateReference(
+        evaluator_pb2.CreateReferenceRequest(name="GT", videos=gt, replace=True), timeout=300))
+    assert got == C.PERMISSION_DENIED and "another caller" in detail
+    clip = common_pb2.VideoRef(uri=str(videos / "gt" / "c0.mp4"))
+    alice.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference="GT", model="mine"), timeout=300)
+    got, _ = code_of(lambda: bob.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference="GT", model="mine"),
+                                          timeout=300))
+    assert got == C.PERMISSION_DENIED
+    # Names: length and characters checked, a huge one not echoed back.
+    for name in ("x" * (5 << 20), "line\nbreak", " padded", ""):
+        got, detail = code_of(lambda: alice.CreateReference(
+            evaluator_pb2.CreateReferenceRequest(name=name, videos=gt), timeout=60))
+        assert got == C.INVALID_ARGUMENT and len(detail) < 300, (name[:20], detail[:300])
+    # Jobs: workers and jobs at once are capped; another caller's job does not exist for it.
+    got, detail = code_of(lambda: alice.SubmitJob(evaluator_pb2.SubmitJobRequest(gt=str(videos / "gt"), workers=16),
+                                                  timeout=60))
+    assert got == C.RESOURCE_EXHAUSTED and "limit of 2" in detail
+    job = alice.SubmitJob(evaluator_pb2.SubmitJobRequest(gt=str(videos / "gt")), timeout=60)
+    got, detail = code_of(lambda: alice.SubmitJob(evaluator_pb2.SubmitJobRequest(gt=str(videos / "gt")), timeout=60))
+    assert got == C.RESOURCE_EXHAUSTED and "--max-jobs" in detail
+    for call in (bob.GetJob, bob.CancelJob, lambda r, timeout: list(bob.StreamJob(r, timeout=timeout))):
+        got, detail = code_of(lambda: call(evaluator_pb2.JobRequest(id=job.id), timeout=30))
+        assert got == C.NOT_FOUND and job.id in detail and "sqlite" not in detail and "latest" not in detail
+    # The job's driver reaches this evaluator over TLS with a token of its own, and scores.
+    final = list(alice.StreamJob(evaluator_pb2.JobRequest(id=job.id), timeout=600))[-1]
+    assert (final.state, final.done, final.failed) == ("done", 2, 0), final
+    samples = scrape(mesh.procs["evaluator"].metrics_url)
+    assert not [k for k in samples if ("job", job.id) in k[1]], "job ids on the shared /metrics"
+
+
+def test_no_token_reaches_a_log(mesh, pki):
+    logs = "".join(p.read_text(errors="replace") for p in mesh.tmp.glob("*.log"))
+    assert logs and ALICE not in logs and BOB not in logs
