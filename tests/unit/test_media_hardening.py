@@ -212,3 +212,36 @@ def test_a_video_with_nan_audio_scores_with_nan_sync_metrics_and_the_reason(tmp_
     for key in ("lip_sync", "silent_lip_stability"):
         assert np.isnan(result.metrics[key]) and "NaN or infinite" in result.nan_reasons[key]
     assert any("NaN or infinite" in w for w in result.warnings)
+
+
+# 5. Large frames waiting for their quality batch.
+
+def test_large_frames_wait_for_the_proxy_scaled_down_and_score_the_same(tmp_path):
+    """A 4096x4096 clip: the quality pass keeps each frame as the proxy sees it (<= 256 px), not
+    64 full frames (3.2 GB), and the scores equal the proxy's on the full frames."""
+    import subprocess
+    import sys
+    a, b = np.full((4096, 4096, 3), 60, np.uint8), np.full((4096, 4096, 3), 90, np.uint8)
+    a[::7, ::5], b[::5, ::3] = 200, 10
+    path = write_video(tmp_path / "big.mp4", [a, b] * 20)  # 40 frames: 2 GB if they waited whole
+    code = f"""
+import numpy as np
+from theval_mesh.landmarks.backend import LandmarkSeries
+from theval_mesh.media.decode import MediaReader
+from theval_mesh.orchestrator.frame_pass import run_quality_pass
+from theval_mesh.orchestrator.settings import RunSettings
+from theval_mesh.quality import proxy
+from theval_mesh.quality.backend import QualityBackend
+reader = MediaReader({str(path)!r})
+pts = np.full((reader.frame_count, 478, 3), 0.5, np.float32)
+single = LandmarkSeries.from_arrays(np.arange(reader.frame_count), pts)
+out = run_quality_pass(reader, RunSettings(quality="proxy"), QualityBackend(mode="proxy"), {{"single": single}})
+direct = [proxy.score(f) for _, f in MediaReader({str(path)!r}).frames()]
+assert np.array_equal(out.global_aesthetic, direct), (out.global_aesthetic[:3], direct[:3])
+# VmHWM: this program's own peak (ru_maxrss would carry the forking test process's)
+print("PEAK_MB", next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) // 1024)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    peak = int(run.stdout.split("PEAK_MB")[1])
+    assert peak < 1500, f"peak RSS {peak} MB"  # the 40 frames alone would be 2,013 MB

@@ -15,6 +15,7 @@ from ..landmarks.backend import FaceTracker, LandmarkSeries
 from ..media.decode import MediaReader
 from ..metrics import quality as q
 from ..metrics.profiles import PAPER, REFERENCE
+from ..quality.backend import FRAME_BATCH_PIXELS
 from .settings import RunSettings
 
 
@@ -44,7 +45,7 @@ class _QualityBatches:
 
     def add(self, frame: np.ndarray, mouth_points, face_points):
         w, h = self.out.width, self.out.height
-        self.frames.append(frame)
+        self.frames.append(self.backend.kept_frame(frame))
         # A box wholly outside the frame (landmarks sent to the quality service as they like) crops
         # nothing: no mouth or face in that frame, as when FaceMesh finds none.
         if mouth_points is not None and (mouth := q.crop(frame, q.mouth_box(mouth_points, w, h))).size:
@@ -56,7 +57,8 @@ class _QualityBatches:
 
     def flush(self, final: bool):
         full = q.MOUTH_BATCH
-        if self.frames and (final or len(self.frames) >= full):
+        if self.frames and (final or len(self.frames) >= full or
+                            len(self.frames) * self.frames[0].size // 3 >= FRAME_BATCH_PIXELS):
             if self.profile == REFERENCE:  # the reference scores face quality on FULL frames
                 aesthetic, face = self.backend.full_frames(self.frames)
                 self.out.face_quality.extend(face)

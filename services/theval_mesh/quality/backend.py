@@ -14,6 +14,9 @@ from theval_mesh.quality.registry import METRIC_MODELS, MODELS
 
 MODES = ("auto", "paper", "proxy")
 FRAME_BATCH = 64  # reference global_aesthetic.py; scores do not depend on it (no padding)
+# Full frames waiting for a model batch: at most 64 1080p frames' worth of pixels (larger frames
+# make smaller batches: 7 of 4096x4096), so a batch holds no more than the reference's at 1080p.
+FRAME_BATCH_PIXELS = FRAME_BATCH * 1920 * 1080
 
 
 def _check_images(images) -> list[np.ndarray]:
@@ -74,6 +77,11 @@ class QualityBackend:
             return np.array([proxy.score(f) for f in frames], dtype=np.float64)
         out = [self._scores("global_aesthetic", batch) for batch in batches(frames, FRAME_BATCH)]
         return np.concatenate(out) if out else np.zeros(0)
+
+    def kept_frame(self, frame: np.ndarray) -> np.ndarray:
+        """A frame as it waits for its batch: the proxy only ever looks at it scaled down, so
+        that is all it keeps (64 frames of 4096x4096 would otherwise wait as 3.2 GB)."""
+        return proxy.scaled(frame) if self.resolved_mode == "proxy" else frame
 
     def full_frames(self, frames) -> tuple[np.ndarray, np.ndarray]:
         """Global aesthetic and face quality of the same full frames (profile reference, which

@@ -49,6 +49,9 @@ class _Timed:
     def mouth_quality(self, crops):
         return self._call("mouth_quality", crops)
 
+    def kept_frame(self, frame):
+        return self.backend.kept_frame(frame)
+
     def full_frames(self, frames):
         models = sorted({self._model("global_aesthetic"), self._model("face_quality")})
         with telemetry.timed(telemetry.INFERENCE.labels("quality", "+".join(models))):
