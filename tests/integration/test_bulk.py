@@ -26,7 +26,8 @@ from theval_mesh.synth import generate_kit
 from theval_mesh.synth.bad_inputs import write_bad_inputs
 
 pytestmark = pytest.mark.slow
-SETTINGS = RunSettings(quality="proxy").key()
+# Durability, not metric values: one FaceMesh pass (--single-pass) keeps these jobs fast.
+SETTINGS = RunSettings(quality="proxy", single_pass=True).key()
 CLIPS = 100  # per model: GT and one variant, plus the bad ones = 205 videos
 
 

@@ -19,7 +19,8 @@ from theval_mesh.orchestrator.settings import RunSettings
 from theval_mesh.synth import generate_kit
 
 pytestmark = pytest.mark.slow
-SETTINGS = RunSettings(quality="proxy").key()
+# Durability, not metric values: one FaceMesh pass (--single-pass) keeps these jobs fast.
+SETTINGS = RunSettings(quality="proxy", single_pass=True).key()
 LONG_NAME = "x" * 300 + ".mp4"  # over the 255-byte limit of a file name
 
 
