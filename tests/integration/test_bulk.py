@@ -202,7 +202,7 @@ def driver_peak_rss_kb(source, tmp_path, n) -> int:
     clips = copies(source["gt"], tmp_path / f"gt{n}", n)
     # every 10th frame: a cheaper video, the same orchestration
     store, job = new_job(tmp_path / f"jobs{n}.sqlite", [["GT", str(clips)]],
-                         settings=RunSettings(quality="proxy", frame_stride=10).key())
+                         settings=RunSettings(quality="proxy", frame_stride=10, single_pass=True).key())
     run = subprocess.run([sys.executable, "-c", MAXRSS, "bulk", "run", job.id, "--store", str(store.path)],
                          capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stdout + run.stderr
