@@ -7,13 +7,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import grpc
 import psutil
 import pytest
+from job_support import run_until
 from mesh_support import Mesh, free_port, scrape
 from theval_mesh.common import telemetry
 from theval_mesh.common.config import DEPENDENCIES
@@ -174,13 +174,7 @@ def test_a_mesh_service_killed_mid_job_is_survived_by_retries(source, tmp_path):
     try:
         store, job = new_job(tmp_path / "jobs.sqlite", [["GT", str(clips)]], mesh=mesh.procs["evaluator"].address)
         retries = telemetry.JOB_RETRIES._value.get()
-        outcome = {}
-        runner = threading.Thread(target=lambda: outcome.update(job=run_ray(store, job.id, workers=2)))
-        runner.start()
-        end = time.monotonic() + 300
-        while store.get(job.id).done < 4:
-            assert time.monotonic() < end and runner.is_alive()
-            time.sleep(0.05)
+        runner, outcome = run_until(store, job.id, workers=2, done=4)
         landmarks = mesh.procs["landmarks"]
         landmarks.kill()  # SIGKILL: the videos in flight lose their landmarks call
         time.sleep(1.0)

@@ -5,15 +5,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from job_support import run_until
 from mesh_support import Mesh
 from theval_mesh.orchestrator.inputs import plan
 from theval_mesh.orchestrator.job_store import JobSpec, SqliteJobStore, StoreFull
-from theval_mesh.orchestrator.pipeline import run_inline, run_ray
+from theval_mesh.orchestrator.pipeline import run_inline
 from theval_mesh.orchestrator.results import FAILED, OK
 from theval_mesh.orchestrator.settings import RunSettings
 from theval_mesh.synth import generate_kit
@@ -120,13 +119,7 @@ def test_an_actor_killed_mid_job_is_replaced_and_its_videos_retried(tmp_path, cl
     inputs = [["GT", str(Path(clips("gt", 8)[0]).parent)]]
     store = SqliteJobStore(tmp_path / "jobs.sqlite")
     job = store.create(JobSpec(inputs=inputs, settings=SETTINGS, workers=1), plan([tuple(i) for i in inputs]))
-    outcome = {}
-    runner = threading.Thread(target=lambda: outcome.update(job=run_ray(store, job.id, workers=1)))
-    runner.start()
-    end = time.monotonic() + 300
-    while store.get(job.id).done < 1:
-        assert time.monotonic() < end and runner.is_alive()
-        time.sleep(0.05)
+    runner, outcome = run_until(store, job.id, workers=1, done=1)
     actors = _scorer_actors_of_this_test()
     assert len(actors) == 1, actors
     os.kill(actors[0], signal.SIGKILL)  # its two queued videos fail with it: both go back in the queue
