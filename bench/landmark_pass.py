@@ -11,18 +11,18 @@
 import sys
 
 import numpy as np
-
 from common import best_of, kit
-from theval_mesh.audio.backend import AudioBackend
-from theval_mesh.audio.resample import resample
-from theval_mesh.headpose.backend import estimate
-from theval_mesh.landmarks import passes
-from theval_mesh.landmarks.backend import FaceTracker
-from theval_mesh.media.decode import MediaReader
-from theval_mesh.metrics.speech_frames import silent_frames
-from theval_mesh.orchestrator.compute import compute_metrics
-from theval_mesh.orchestrator.frame_pass import run_frame_pass
-from theval_mesh.orchestrator.settings import RunSettings
+
+from theval_mesh.backends.audio.backend import AudioBackend
+from theval_mesh.backends.audio.resample import resample
+from theval_mesh.backends.headpose.backend import estimate
+from theval_mesh.backends.landmarks import passes
+from theval_mesh.backends.landmarks.backend import FaceTracker
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.core.compute import compute_metrics
+from theval_mesh.core.frame_pass import run_frame_pass
+from theval_mesh.pure.metrics.speech_frames import silent_frames
+from theval_mesh.pure.settings import RunSettings
 
 SETTINGS = RunSettings(single_pass=True)
 

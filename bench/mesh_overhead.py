@@ -15,12 +15,13 @@ from pathlib import Path
 
 import grpc
 from common import kit
-from theval_mesh.api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
-from theval_mesh.common.config import DEPENDENCIES
-from theval_mesh.common.launcher import ServiceProcess, stop_all
-from theval_mesh.orchestrator.engine import Engine
-from theval_mesh.orchestrator.settings import RunSettings
-from theval_mesh.servicers import wire
+
+from theval_mesh.core.engine import Engine
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc import wire
+from theval_mesh.rpc.config import DEPENDENCIES
+from theval_mesh.rpc.launcher import ServiceProcess, stop_all
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 
 ROUNDS = 3
 

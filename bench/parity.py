@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from theval_mesh.audio.backend import AudioBackend
-from theval_mesh.landmarks import passes
-from theval_mesh.landmarks.backend import FaceTracker
-from theval_mesh.media.decode import MediaReader
-from theval_mesh.orchestrator.engine import Engine
-from theval_mesh.orchestrator.settings import RunSettings
-from theval_mesh.orchestrator.stages import LocalVideo, new_result, score
+from theval_mesh.backends.audio.backend import AudioBackend
+from theval_mesh.backends.landmarks import passes
+from theval_mesh.backends.landmarks.backend import FaceTracker
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.core.engine import Engine
+from theval_mesh.core.stages import LocalVideo, new_result, score
+from theval_mesh.pure.settings import RunSettings
 
 PARITY = Path(__file__).resolve().parent.parent / "tests" / "data" / "parity"
 METRICS = ("lip_dynamics", "eyebrow_dynamics", "silent_lip_stability", "lip_sync")

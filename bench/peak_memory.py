@@ -10,8 +10,8 @@ from common import kit
 
 CHILD = """
 import sys
-from theval_mesh.orchestrator.engine import Engine
-from theval_mesh.orchestrator.settings import RunSettings
+from theval_mesh.core.engine import Engine
+from theval_mesh.pure.settings import RunSettings
 r = Engine(RunSettings(quality="proxy")).score_video(sys.argv[1], "bench")
 print(r.status, r.frames_used, r.reason or "")
 """

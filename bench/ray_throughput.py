@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 
 from common import kit
-from theval_mesh.orchestrator.inputs import plan
-from theval_mesh.orchestrator.job_store import JobSpec, SqliteJobStore
-from theval_mesh.orchestrator.pipeline import run_inline, run_ray
-from theval_mesh.orchestrator.settings import RunSettings
+
+from theval_mesh.jobs.inputs import plan
+from theval_mesh.jobs.job_store import JobSpec, SqliteJobStore
+from theval_mesh.jobs.pipeline import run_inline, run_ray
+from theval_mesh.pure.settings import RunSettings
 
 
 def run(variant: str, folder: Path, workdir: Path) -> dict:

@@ -18,13 +18,14 @@ import skimage.data
 import skimage.transform
 import torch
 from common import best_of
-from theval_mesh.quality import weights_store as ws
-from theval_mesh.quality.local_models import LocalModels
-from theval_mesh.quality.registry import MODELS
-from theval_mesh.triton.client import TritonClient, TritonModels
-from theval_mesh.triton.repository import MODELS as TRITON_MODELS
-from theval_mesh.triton.repository import TRITON_NAME, default_repository
-from theval_mesh.triton.server import TritonServer
+
+from theval_mesh.backends.quality import weights_store as ws
+from theval_mesh.backends.quality.local_models import LocalModels
+from theval_mesh.backends.quality.registry import MODELS
+from theval_mesh.rpc.triton.client import TritonClient, TritonModels
+from theval_mesh.rpc.triton.repository import MODELS as TRITON_MODELS
+from theval_mesh.rpc.triton.repository import TRITON_NAME, default_repository
+from theval_mesh.rpc.triton.server import TritonServer
 
 BATCHES = (1, 8, 32)
 REPEATS = 3

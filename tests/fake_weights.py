@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from netguard import block_network
-from theval_mesh.quality.registry import MODELS
+
+from theval_mesh.backends.quality.registry import MODELS
 
 
 def write_fake_store(store: Path, models=None) -> Path:

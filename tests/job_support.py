@@ -2,7 +2,7 @@
 import threading
 import time
 
-from theval_mesh.orchestrator.pipeline import run_ray
+from theval_mesh.jobs.pipeline import run_ray
 
 
 def run_until(store, job_id: str, workers: int, done: int, timeout: float = 300):

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from theval_mesh.commands.evaluate import evaluate
-from theval_mesh.orchestrator.settings import RunSettings
+from theval_mesh.pure.settings import RunSettings
 from theval_mesh.synth import ALL_VARIANTS, generate_kit
 
 KIT_CLIPS, KIT_SECONDS, KIT_SIZE = 3, 6.0, 256

@@ -3,10 +3,11 @@ ports (chosen by the OS), found by their health, never by sleeping."""
 from pathlib import Path
 
 import prometheus_client.parser
-from theval_mesh.api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
-from theval_mesh.common.config import DEPENDENCIES
-from theval_mesh.common.security import client_channel
-from theval_mesh.common.launcher import ServiceProcess, free_port, stop_all  # noqa: F401 - free_port for the tests
+
+from theval_mesh.rpc.config import DEPENDENCIES
+from theval_mesh.rpc.launcher import ServiceProcess, free_port, stop_all  # noqa: F401 - free_port for the tests
+from theval_mesh.rpc.security import client_channel
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 
 
 class Mesh:

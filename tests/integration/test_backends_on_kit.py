@@ -2,14 +2,14 @@
 import numpy as np
 import pytest
 
-from theval_mesh.audio.backend import AudioBackend
-from theval_mesh.audio.resample import resample
-from theval_mesh.headpose.backend import estimate
-from theval_mesh.landmarks import passes
-from theval_mesh.landmarks.backend import FaceTracker
-from theval_mesh.media.decode import MediaReader
-from theval_mesh.metrics.lip_sync import mouth_openness
-from theval_mesh.metrics.speech_frames import speech_mask
+from theval_mesh.backends.audio.backend import AudioBackend
+from theval_mesh.backends.audio.resample import resample
+from theval_mesh.backends.headpose.backend import estimate
+from theval_mesh.backends.landmarks import passes
+from theval_mesh.backends.landmarks.backend import FaceTracker
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.pure.metrics.lip_sync import mouth_openness
+from theval_mesh.pure.metrics.speech_frames import speech_mask
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,10 @@ import grpc
 import numpy as np
 import pytest
 from mesh_support import Mesh
-from theval_mesh.api.v1 import common_pb2, evaluator_pb2
-from theval_mesh.synth import generate_kit, write_bad_inputs
 from video_files import gradient, image_bytes, raw_h264, tone, write_video
+
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
+from theval_mesh.synth import generate_kit, write_bad_inputs
 
 pytestmark = pytest.mark.slow
 C = grpc.StatusCode

@@ -15,13 +15,14 @@ import psutil
 import pytest
 from job_support import run_until
 from mesh_support import Mesh, free_port, scrape
-from theval_mesh.common import telemetry
-from theval_mesh.common.config import DEPENDENCIES
-from theval_mesh.orchestrator.inputs import plan
-from theval_mesh.orchestrator.job_store import JobSpec, SqliteJobStore
-from theval_mesh.orchestrator.pipeline import run_ray
-from theval_mesh.orchestrator.report import write_report
-from theval_mesh.orchestrator.settings import RunSettings
+
+from theval_mesh.jobs import telemetry
+from theval_mesh.jobs.inputs import plan
+from theval_mesh.jobs.job_store import JobSpec, SqliteJobStore
+from theval_mesh.jobs.pipeline import run_ray
+from theval_mesh.jobs.report import write_report
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.synth import generate_kit
 from theval_mesh.synth.bad_inputs import write_bad_inputs
 
@@ -101,7 +102,7 @@ def test_bad_videos_fail_alone_with_their_reason(finished):
 
 
 def _theval(*args, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "theval_mesh.cli", *map(str, args)], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "theval_mesh.commands.cli", *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, **kw)
 
 
@@ -188,7 +189,7 @@ def test_a_mesh_service_killed_mid_job_is_survived_by_retries(source, tmp_path):
         mesh.stop()
 
 
-MAXRSS = ("import resource, sys; from theval_mesh.cli import main; code = main(sys.argv[1:]); "
+MAXRSS = ("import resource, sys; from theval_mesh.commands.cli import main; code = main(sys.argv[1:]); "
           "print('MAXRSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(code)")
 
 

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from job_support import run_until
 from mesh_support import Mesh
-from theval_mesh.orchestrator.inputs import plan
-from theval_mesh.orchestrator.job_store import JobSpec, SqliteJobStore, StoreFull
-from theval_mesh.orchestrator.pipeline import run_inline
-from theval_mesh.orchestrator.results import FAILED, OK
-from theval_mesh.orchestrator.settings import RunSettings
+
+from theval_mesh.core.results import FAILED, OK
+from theval_mesh.jobs.inputs import plan
+from theval_mesh.jobs.job_store import JobSpec, SqliteJobStore, StoreFull
+from theval_mesh.jobs.pipeline import run_inline
+from theval_mesh.pure.settings import RunSettings
 from theval_mesh.synth import generate_kit
 
 pytestmark = pytest.mark.slow
@@ -45,7 +46,7 @@ def test_a_name_too_long_fails_that_video_alone_in_an_inline_run(tmp_path, clips
     gt = clips("gt", 2)
     listed = tmp_path / "m.txt"
     listed.write_text("\n".join(clips("m", 2) + [str(tmp_path / "m" / LONG_NAME)]) + "\n")
-    run = subprocess.run([sys.executable, "-m", "theval_mesh.cli", "evaluate", "--inline", "--quality", "proxy",
+    run = subprocess.run([sys.executable, "-m", "theval_mesh.commands.cli", "evaluate", "--inline", "--quality", "proxy",
                           "--quiet", "--gt", str(tmp_path / "gt"), "--model", f"m={listed}", "--out",
                           str(tmp_path / "out")], capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 3, run.stdout + run.stderr  # partial: one video failed

@@ -10,14 +10,10 @@ import grpc
 import psutil
 import pytest
 from mesh_support import Mesh, sample, scrape
-from theval_mesh.api.v1 import (
-    common_pb2,
-    evaluator_pb2,
-    landmarks_pb2,
-    landmarks_pb2_grpc,
-)
-from theval_mesh.orchestrator.settings import RunSettings
-from theval_mesh.servicers import wire
+
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc import wire
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, landmarks_pb2, landmarks_pb2_grpc
 from theval_mesh.synth import generate_kit
 
 pytestmark = pytest.mark.slow

@@ -9,11 +9,12 @@ import sys
 import time
 
 import pytest
-from theval_mesh.cli import main
-from theval_mesh.common.launcher import QUIET, ServiceProcess
+
+from theval_mesh.commands.cli import main
+from theval_mesh.rpc.launcher import QUIET, ServiceProcess
 from theval_mesh.synth import generate_kit, write_bad_inputs
 
-THEVAL = [sys.executable, "-m", "theval_mesh.cli"]
+THEVAL = [sys.executable, "-m", "theval_mesh.commands.cli"]
 ROW = re.compile(r"^\s+(\w+)\s+(\S+:\d+)\s+metrics (http://\S+)$")
 
 

@@ -6,23 +6,15 @@ import grpc
 import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
-    ProtoReflectionDescriptorDatabase,
-)
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from mesh_support import Mesh, sample, scrape
-from theval_mesh.api.v1 import (
-    common_pb2,
-    evaluator_pb2,
-    headpose_pb2,
-    headpose_pb2_grpc,
-    quality_pb2,
-    quality_pb2_grpc,
-)
-from theval_mesh.common.config import Config
-from theval_mesh.common.launcher import ServiceProcess
-from theval_mesh.orchestrator.settings import RunSettings
-from theval_mesh.servicers import wire
-from theval_mesh.servicers.common import request_limit
+
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc import wire
+from theval_mesh.rpc.config import Config
+from theval_mesh.rpc.launcher import ServiceProcess
+from theval_mesh.rpc.servicers.common import request_limit
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, headpose_pb2, headpose_pb2_grpc, quality_pb2, quality_pb2_grpc
 from theval_mesh.synth import generate_kit, write_bad_inputs
 
 pytestmark = pytest.mark.slow

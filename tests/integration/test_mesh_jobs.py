@@ -6,7 +6,8 @@ import os
 import grpc
 import pytest
 from mesh_support import Mesh, scrape
-from theval_mesh.api.v1 import evaluator_pb2
+
+from theval_mesh.rpc.v1 import evaluator_pb2
 from theval_mesh.synth import generate_kit, write_bad_inputs
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,8 @@ import grpc
 import numpy as np
 import pytest
 from mesh_support import Mesh, sample, scrape
-from theval_mesh.common.config import DEPENDENCIES
+
+from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.synth import generate_kit
 
 pytestmark = pytest.mark.slow

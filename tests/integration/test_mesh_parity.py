@@ -5,12 +5,13 @@ import math
 import grpc
 import pytest
 from mesh_support import Mesh
-from theval_mesh.api.v1 import common_pb2, evaluator_pb2
-from theval_mesh.orchestrator.engine import Engine
-from theval_mesh.orchestrator.settings import RunSettings
-from theval_mesh.scoring.final_score import RawRow, leaderboard
-from theval_mesh.scoring.names import NAME_OF_KEY
-from theval_mesh.servicers import wire
+
+from theval_mesh.core.engine import Engine
+from theval_mesh.pure.scoring.final_score import RawRow, leaderboard
+from theval_mesh.pure.scoring.names import NAME_OF_KEY
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc import wire
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
 from theval_mesh.synth import write_bad_inputs
 
 pytestmark = pytest.mark.slow

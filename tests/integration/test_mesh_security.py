@@ -8,9 +8,10 @@ import pytest
 from certificates import issue, make_ca
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mesh_support import Mesh, scrape
-from theval_mesh.api.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc, landmarks_pb2_grpc
-from theval_mesh.common.config import DEPENDENCIES
-from theval_mesh.common.security import ClientSecurity, client_channel
+
+from theval_mesh.rpc.config import DEPENDENCIES
+from theval_mesh.rpc.security import ClientSecurity, client_channel
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc, landmarks_pb2_grpc
 from theval_mesh.synth import generate_kit
 
 pytestmark = pytest.mark.slow

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from theval_mesh.orchestrator.results import OK
+from theval_mesh.core.results import OK
 
 pytestmark = pytest.mark.slow
 

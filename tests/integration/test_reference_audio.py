@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 import torch
 from parity_set import clip, oracle
-from theval_mesh.audio.backend import (JIT_FILE, AudioBackend, load_vad_model, segments_from_probabilities,
-                                       speech_probabilities)
-from theval_mesh.audio.resample import resample
-from theval_mesh.media.audio import MOVIEPY_RATE
-from theval_mesh.media.decode import MediaReader
-from theval_mesh.metrics.speech_frames import silent_frames, speech_mask
+
+from theval_mesh.backends.audio.backend import (JIT_FILE, AudioBackend, load_vad_model, segments_from_probabilities,
+                                                speech_probabilities)
+from theval_mesh.backends.audio.resample import resample
+from theval_mesh.backends.media.audio import MOVIEPY_RATE
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.pure.metrics.speech_frames import silent_frames, speech_mask
 
 pytestmark = pytest.mark.slow
 ORACLE = oracle()

@@ -38,10 +38,11 @@ import sys
 import numpy as np
 import pytest
 from parity_set import CLIPS, METRICS, oracle
-from theval_mesh.audio.backend import AudioBackend
-from theval_mesh.media.decode import MediaReader
-from theval_mesh.orchestrator.settings import RunSettings
-from theval_mesh.orchestrator.stages import LocalVideo, new_result, score
+
+from theval_mesh.backends.audio.backend import AudioBackend
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.core.stages import LocalVideo, new_result, score
+from theval_mesh.pure.settings import RunSettings
 
 pytestmark = pytest.mark.slow
 MEDIAN, P90 = 0.01, 0.03
@@ -58,7 +59,7 @@ def ours(tmp_path_factory):
     for clip in CLIPS.glob("*_gt.mp4"):
         os.symlink(clip, gt / clip.name)
     out = tmp / "out"
-    run = subprocess.run([sys.executable, "-m", "theval_mesh.cli", "evaluate", "--gt", str(gt),
+    run = subprocess.run([sys.executable, "-m", "theval_mesh.commands.cli", "evaluate", "--gt", str(gt),
                           "--model", f"parity={CLIPS}", "--out", str(out), "--profile", "reference",
                           "--quality", "proxy", "--workers", "2", "--quiet"],
                          capture_output=True, text=True, timeout=1800)

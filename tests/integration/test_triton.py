@@ -11,23 +11,24 @@ import grpc
 import numpy as np
 import pytest
 from mesh_support import free_port, scrape, wait_in_flight
-from theval_mesh.api.v1 import quality_pb2, quality_pb2_grpc
-from theval_mesh.api.v1.common_pb2 import RunSettings, VideoRef
-from theval_mesh.audio.backend import AudioBackend, load_vad_model, speech_probabilities
-from theval_mesh.common.errors import ServiceError, WeightsMissing
-from theval_mesh.common.launcher import ServiceProcess
-from theval_mesh.media.decode import MediaReader
-from theval_mesh.orchestrator.frame_pass import run_frame_pass
-from theval_mesh.orchestrator.settings import RunSettings as Settings
-from theval_mesh.quality import QualityBackend
-from theval_mesh.quality import weights_store as ws
-from theval_mesh.quality.registry import MODELS as QUALITY_MODELS
-from theval_mesh.servicers import wire
+
+from theval_mesh.backends.audio.backend import AudioBackend, load_vad_model, speech_probabilities
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.backends.quality import QualityBackend
+from theval_mesh.backends.quality import weights_store as ws
+from theval_mesh.backends.quality.registry import MODELS as QUALITY_MODELS
+from theval_mesh.core.frame_pass import run_frame_pass
+from theval_mesh.pure.errors import ServiceError, WeightsMissing
+from theval_mesh.pure.settings import RunSettings as Settings
+from theval_mesh.rpc import wire
+from theval_mesh.rpc.launcher import ServiceProcess
+from theval_mesh.rpc.triton.client import TritonClient, TritonModels, TritonVad
+from theval_mesh.rpc.triton.repository import MODELS, default_repository
+from theval_mesh.rpc.triton.server import TritonServer
+from theval_mesh.rpc.v1 import quality_pb2, quality_pb2_grpc
+from theval_mesh.rpc.v1.common_pb2 import RunSettings, VideoRef
 from theval_mesh.synth import generate_kit
 from theval_mesh.synth.speech import synthesize_speech
-from theval_mesh.triton.client import TritonClient, TritonModels, TritonVad
-from theval_mesh.triton.repository import MODELS, default_repository
-from theval_mesh.triton.server import TritonServer
 
 pytestmark = pytest.mark.slow
 TOLERANCE = 1e-5  # batch composition moves float32 scores by ~1e-6 (measured)

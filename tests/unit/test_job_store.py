@@ -5,11 +5,12 @@ import os
 import sqlite3
 
 import pytest
-from theval_mesh.common.errors import NotFound, UserError
-from theval_mesh.orchestrator.inputs import Item
-from theval_mesh.orchestrator.job_store import PAGE, SCHEMA_VERSION, JobSpec, SqliteJobStore
-from theval_mesh.orchestrator.results import FAILED, OK, VideoResult
-from theval_mesh.orchestrator.settings import RunSettings
+
+from theval_mesh.core.results import FAILED, OK, VideoResult
+from theval_mesh.jobs.inputs import Item
+from theval_mesh.jobs.job_store import PAGE, SCHEMA_VERSION, JobSpec, SqliteJobStore
+from theval_mesh.pure.errors import NotFound, UserError
+from theval_mesh.pure.settings import RunSettings
 
 SETTINGS = RunSettings(quality="proxy").key()
 

@@ -11,17 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from theval_mesh.common.errors import UserError
-from theval_mesh.orchestrator.inputs import Item
-from theval_mesh.orchestrator.job_store import (
-    STALE_S,
-    JobSpec,
-    SqliteJobStore,
-    StoreFull,
-)
-from theval_mesh.orchestrator.reference_store import ReferenceStore
-from theval_mesh.orchestrator.results import OK, VideoResult
-from theval_mesh.orchestrator.settings import RunSettings
+
+from theval_mesh.core.results import OK, VideoResult
+from theval_mesh.jobs.inputs import Item
+from theval_mesh.jobs.job_store import STALE_S, JobSpec, SqliteJobStore, StoreFull
+from theval_mesh.jobs.reference_store import ReferenceStore
+from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.settings import RunSettings
 
 SETTINGS = RunSettings(quality="proxy").key()
 
@@ -40,7 +36,7 @@ def result(item, padding=0):
 
 
 def theval(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "theval_mesh.cli", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "theval_mesh.commands.cli", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, check=False)
 
 
@@ -165,7 +161,7 @@ def test_a_cancel_requested_before_the_driver_died_stays_a_cancel(tmp_path):
 # ---------------------------------------------------------------------------- 4. dead drivers
 DRIVER = """
 import sys, time
-from theval_mesh.orchestrator.job_store import SqliteJobStore
+from theval_mesh.jobs.job_store import SqliteJobStore
 store = SqliteJobStore(sys.argv[1])
 store.claim(sys.argv[2])
 print("claimed", flush=True)

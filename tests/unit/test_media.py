@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from theval_mesh.common.errors import VideoError
-from theval_mesh.media.decode import MediaReader
-from theval_mesh.media.limits import Limits
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.pure.errors import VideoError
+from theval_mesh.pure.limits import Limits
 
 
 def test_frames_and_audio_decoded_in_one_pass(clip_writer):

@@ -7,10 +7,10 @@ import av
 import numpy as np
 import pytest
 from video_files import gradient, image_bytes, raw_h264, tone, write_video
-from theval_mesh.common.errors import InputTooLarge, VideoError
-from theval_mesh.media.decode import MediaReader
-from theval_mesh.media.limits import Limits
 
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.pure.errors import InputTooLarge, VideoError
+from theval_mesh.pure.limits import Limits
 
 # 1. Limits enforced on what is decoded, not only on the header.
 
@@ -198,8 +198,8 @@ def test_finite_float_pcm_audio_is_kept(tmp_path):
 @pytest.mark.slow
 def test_a_video_with_nan_audio_scores_with_nan_sync_metrics_and_the_reason(tmp_path):
     """End to end through the scoring composition: the sync metrics carry the track's problem."""
-    from theval_mesh.orchestrator.engine import Engine
-    from theval_mesh.orchestrator.settings import RunSettings
+    from theval_mesh.core.engine import Engine
+    from theval_mesh.pure.settings import RunSettings
     from theval_mesh.synth import generate_kit
 
     kit = generate_kit(tmp_path / "kit", seed=3, n_clips=1, duration_s=2.0, size=128)
@@ -226,12 +226,12 @@ def test_large_frames_wait_for_the_proxy_scaled_down_and_score_the_same(tmp_path
     path = write_video(tmp_path / "big.mp4", [a, b] * 20)  # 40 frames: 2 GB if they waited whole
     code = f"""
 import numpy as np
-from theval_mesh.landmarks.backend import LandmarkSeries
-from theval_mesh.media.decode import MediaReader
-from theval_mesh.orchestrator.frame_pass import run_quality_pass
-from theval_mesh.orchestrator.settings import RunSettings
-from theval_mesh.quality import proxy
-from theval_mesh.quality.backend import QualityBackend
+from theval_mesh.backends.landmarks.backend import LandmarkSeries
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.core.frame_pass import run_quality_pass
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.backends.quality import proxy
+from theval_mesh.backends.quality.backend import QualityBackend
 reader = MediaReader({str(path)!r})
 pts = np.full((reader.frame_count, 478, 3), 0.5, np.float32)
 single = LandmarkSeries.from_arrays(np.arange(reader.frame_count), pts)

@@ -2,8 +2,9 @@
 import argparse
 
 import pytest
-from theval_mesh.common import config
-from theval_mesh.common.errors import UserError
+
+from theval_mesh.pure.errors import UserError
+from theval_mesh.rpc import config
 
 
 def parse(service, argv):

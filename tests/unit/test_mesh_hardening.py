@@ -7,20 +7,16 @@ import re
 import grpc
 import numpy as np
 import pytest
-from theval_mesh.api.v1 import common_pb2, headpose_pb2, landmarks_pb2, quality_pb2
-from theval_mesh.common.config import MIB, Config
-from theval_mesh.common.errors import (
-    AccessDenied,
-    InputTooLarge,
-    ServiceError,
-    VideoError,
-)
-from theval_mesh.common.status import KEEP_DETAIL, MAX_DETAIL, status_of
-from theval_mesh.landmarks.backend import LandmarkSeries
-from theval_mesh.media.limits import Limits
-from theval_mesh.media.sources import MAX_URI_BYTES, resolve_uri
-from theval_mesh.servicers import wire
-from theval_mesh.servicers.common import MAX_FPS, request_limit
+
+from theval_mesh.backends.landmarks.backend import LandmarkSeries
+from theval_mesh.backends.media.sources import MAX_URI_BYTES, resolve_uri
+from theval_mesh.pure.errors import AccessDenied, InputTooLarge, ServiceError, VideoError
+from theval_mesh.pure.limits import Limits
+from theval_mesh.rpc import wire
+from theval_mesh.rpc.config import MIB, Config
+from theval_mesh.rpc.servicers.common import MAX_FPS, request_limit
+from theval_mesh.rpc.status import KEEP_DETAIL, MAX_DETAIL, status_of
+from theval_mesh.rpc.v1 import common_pb2, headpose_pb2, landmarks_pb2, quality_pb2
 
 C = grpc.StatusCode
 

@@ -29,6 +29,6 @@ def test_one_proto_per_service_plus_common():
 
 
 def test_generated_modules_import_inside_the_package():
-    from theval_mesh.api.v1 import evaluator_pb2, evaluator_pb2_grpc  # noqa: F401
+    from theval_mesh.rpc.v1 import evaluator_pb2, evaluator_pb2_grpc  # noqa: F401
     assert evaluator_pb2.DESCRIPTOR.name == "theval/v1/evaluator.proto"
     assert evaluator_pb2.DESCRIPTOR.package == "theval.v1"

@@ -4,15 +4,16 @@ import os
 
 import numpy as np
 import pytest
-from theval_mesh.api.v1 import audio_pb2, common_pb2, evaluator_pb2, headpose_pb2
-from theval_mesh.audio.series import AudioSeries
-from theval_mesh.common.errors import AccessDenied, InputTooLarge, VideoError
-from theval_mesh.headpose.backend import HeadPose
-from theval_mesh.landmarks.backend import LandmarkSeries
-from theval_mesh.media.sources import local_video, resolve_uri
-from theval_mesh.orchestrator.results import VideoResult
-from theval_mesh.orchestrator.settings import RunSettings
-from theval_mesh.servicers import wire
+
+from theval_mesh.backends.audio.series import AudioSeries
+from theval_mesh.backends.headpose.backend import HeadPose
+from theval_mesh.backends.landmarks.backend import LandmarkSeries
+from theval_mesh.backends.media.sources import local_video, resolve_uri
+from theval_mesh.core.results import VideoResult
+from theval_mesh.pure.errors import AccessDenied, InputTooLarge, VideoError
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc import wire
+from theval_mesh.rpc.v1 import audio_pb2, common_pb2, evaluator_pb2, headpose_pb2
 
 
 def bits(a):

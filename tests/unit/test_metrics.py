@@ -4,15 +4,15 @@ import math
 import numpy as np
 import pytest
 
-from theval_mesh.metrics import landmark_sets as S
-from theval_mesh.metrics.eyebrow import eyebrow_dynamics
-from theval_mesh.metrics.head_motion import head_motion
-from theval_mesh.metrics.lip_dynamics import lip_dynamics
-from theval_mesh.metrics.lip_sync import lip_sync, mouth_openness
-from theval_mesh.metrics.loudness import loudness_at, rms_envelope
-from theval_mesh.metrics.quality import mouth_box, pad_to_batch
-from theval_mesh.metrics.silent_lip import silent_lip_stability
-from theval_mesh.metrics.speech_frames import silent_frames, speech_mask
+from theval_mesh.pure.metrics import landmark_sets as S
+from theval_mesh.pure.metrics.eyebrow import eyebrow_dynamics
+from theval_mesh.pure.metrics.head_motion import head_motion
+from theval_mesh.pure.metrics.lip_dynamics import lip_dynamics
+from theval_mesh.pure.metrics.lip_sync import lip_sync, mouth_openness
+from theval_mesh.pure.metrics.loudness import loudness_at, rms_envelope
+from theval_mesh.pure.metrics.quality import mouth_box, pad_to_batch
+from theval_mesh.pure.metrics.silent_lip import silent_lip_stability
+from theval_mesh.pure.metrics.speech_frames import silent_frames, speech_mask
 
 N = S.NUM_LANDMARKS_REFINED
 NAN = float("nan")

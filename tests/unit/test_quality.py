@@ -5,11 +5,12 @@ import scipy.ndimage as ndi
 import skimage.data
 import skimage.measure
 import skimage.transform
-from theval_mesh.common.errors import UserError, WeightsMissing
-from theval_mesh.metrics.quality import MOUTH_BATCH, pad_to_batch
-from theval_mesh.quality import QualityBackend, inference, proxy
-from theval_mesh.quality import weights_store as ws
-from theval_mesh.quality.registry import METRIC_MODELS, MODELS
+
+from theval_mesh.backends.quality import QualityBackend, inference, proxy
+from theval_mesh.backends.quality import weights_store as ws
+from theval_mesh.backends.quality.registry import METRIC_MODELS, MODELS
+from theval_mesh.pure.errors import UserError, WeightsMissing
+from theval_mesh.pure.metrics.quality import MOUTH_BATCH, pad_to_batch
 
 # Mouth boxes (x0, y0, x1, y1) that MediaPipe FaceMesh + metrics.quality.mouth_box give on the
 # astronaut at each size (checked once by hand; fixed here so these tests need no landmarks).
@@ -253,7 +254,7 @@ def test_a_checkpoint_that_does_not_cover_the_model_is_refused(fake_store, tmp_p
     (store / "topiq_nr_gfiqa_res50-d76bf1ae.pth").unlink()
     # a valid checkpoint that covers nothing
     torch.save({"params": {}}, store / "topiq_nr_gfiqa_res50-d76bf1ae.pth")
-    from theval_mesh.quality.pyiqa_models import build
+    from theval_mesh.backends.quality.pyiqa_models import build
     with pytest.raises(WeightsMissing, match="lacks .* of topiq_nr-face's weights"):
         build(MODELS["topiq_nr-face"], store)  # pyiqa itself accepts it (strict=False)
     assert not no_network
@@ -263,7 +264,7 @@ def test_a_checkpoint_that_does_not_cover_the_model_is_refused(fake_store, tmp_p
 def test_a_missing_side_file_makes_pyiqa_fail_instead_of_downloading(fake_store, tmp_path,
                                                                       no_network):
     """If the store check were bypassed, the loader's download is refused, not attempted."""
-    from theval_mesh.quality.pyiqa_models import build
+    from theval_mesh.backends.quality.pyiqa_models import build
     store = tmp_path / "store"
     store.mkdir()
     main = MODELS["topiq_iaa"].main.name  # present; the Swin backbone file is not
@@ -274,7 +275,7 @@ def test_a_missing_side_file_makes_pyiqa_fail_instead_of_downloading(fake_store,
 
 
 def test_a_file_that_is_not_a_checkpoint_gives_a_user_error(tmp_path, no_network):
-    from theval_mesh.quality.pyiqa_models import build
+    from theval_mesh.backends.quality.pyiqa_models import build
     fill(tmp_path, [MODELS["musiq"].main.name])  # e.g. an HTML error page saved by hand
     with pytest.raises(WeightsMissing, match="cannot build musiq from the weights store .*verify"):
         build(MODELS["musiq"], tmp_path)

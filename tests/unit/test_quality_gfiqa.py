@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import skimage.data
 import skimage.transform
-from theval_mesh.common.errors import UserError, WeightsMissing
-from theval_mesh.quality import QualityBackend
-from theval_mesh.quality import weights_store as ws
-from theval_mesh.quality.local_models import LocalModels
-from theval_mesh.quality.registry import METRIC_MODELS, MODELS
+
+from theval_mesh.backends.quality import QualityBackend
+from theval_mesh.backends.quality import weights_store as ws
+from theval_mesh.backends.quality.local_models import LocalModels
+from theval_mesh.backends.quality.registry import METRIC_MODELS, MODELS
+from theval_mesh.pure.errors import UserError, WeightsMissing
 
 FACE = "topiq_nr-face"  # the name THEval's reference code passes to pyiqa.create_metric
 
@@ -152,7 +153,7 @@ def test_a_store_with_the_cgfiqa_file_instead_lacks_the_face_model(tmp_path, pro
 
 def test_building_the_face_model_from_a_cgfiqa_only_store_fails_offline(face_store, tmp_path,
                                                                           no_network):
-    from theval_mesh.quality.pyiqa_models import build
+    from theval_mesh.backends.quality.pyiqa_models import build
     store = tmp_path / "store"
     link(store, face_store, [CGFIQA_FILE] + [f.name for f in MODELS[FACE].files
                                              if f.where == "facexlib"])
@@ -226,7 +227,7 @@ def test_face_quality_aligns_the_face_as_pyiqa_0_1_13(face_store, no_network, mo
 
 
 def test_a_pyiqa_that_would_not_align_faces_is_refused(face_store, no_network):
-    from theval_mesh.quality.pyiqa_models import build
+    from theval_mesh.backends.quality.pyiqa_models import build
     qmodel = MODELS[FACE]
     unaligned = dataclasses.replace(
         qmodel, create_kwargs={**qmodel.create_kwargs, "align_crop_face": False})

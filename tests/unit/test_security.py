@@ -1,8 +1,9 @@
 """Tokens, names and the refusal to serve beyond loopback without TLS and authentication."""
 import pytest
-from theval_mesh.common import config
-from theval_mesh.common.errors import UserError
-from theval_mesh.common.security import ClientSecurity, Tokens, check_name, is_loopback
+
+from theval_mesh.pure.errors import UserError
+from theval_mesh.rpc import config
+from theval_mesh.rpc.security import ClientSecurity, Tokens, check_name, is_loopback
 
 TOKEN = "t" * 32
 

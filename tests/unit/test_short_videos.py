@@ -3,12 +3,13 @@ std or a variance of differences over the frames, which one or two samples canno
 import math
 
 import pytest
-from theval_mesh.media.decode import MediaReader
-from theval_mesh.orchestrator.compute import MetricValues
-from theval_mesh.orchestrator.engine import Engine
-from theval_mesh.orchestrator.settings import RunSettings
-from theval_mesh.synth import generate_kit
 from video_files import write_video
+
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.core.compute import MetricValues
+from theval_mesh.core.engine import Engine
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.synth import generate_kit
 
 pytestmark = pytest.mark.slow
 DYNAMICS = ("lip_dynamics", "head_motion", "eyebrow_dynamics")

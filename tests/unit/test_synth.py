@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 from scipy.signal import correlate
 
-from theval_mesh.synth import (ALL_VARIANTS, GT, KitManifest, generate_kit, load_kit, motion,
-                               write_bad_inputs)
+from theval_mesh.synth import ALL_VARIANTS, GT, KitManifest, generate_kit, load_kit, motion, write_bad_inputs
 from theval_mesh.synth.face_geometry import LOWER_INNER, UPPER_INNER, face_geometry
 from theval_mesh.synth.speech import PAUSE_MIN_S, SAMPLE_RATE, synthesize_speech
 from theval_mesh.synth.variants import AUDIO_DELAY_S, EXAGGERATION
@@ -356,7 +355,7 @@ def test_no_face_video_has_no_face(tmp_path):
 
 @pytest.mark.slow
 def test_vad_finds_the_known_speech_segments():
-    from theval_mesh.audio.backend import VAD_RATE, AudioBackend
+    from theval_mesh.backends.audio.backend import VAD_RATE, AudioBackend
 
     assert SAMPLE_RATE == VAD_RATE
     vad = AudioBackend()  # the reference's VAD model (silero-vad 5.1.2)

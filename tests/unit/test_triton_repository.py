@@ -3,9 +3,10 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
-from theval_mesh.quality.registry import MODELS as QUALITY_MODELS
-from theval_mesh.triton import repository
 from tritonclient.grpc import model_config_pb2 as mc
+
+from theval_mesh.backends.quality.registry import MODELS as QUALITY_MODELS
+from theval_mesh.rpc.triton import repository
 
 ROOT = Path(__file__).resolve().parents[2] / "triton_models"
 
@@ -17,7 +18,7 @@ def parse(path: Path) -> mc.ModelConfig:
 def test_the_repository_folder_is_what_the_table_generates():
     stale = [rel for rel, text in repository.files().items()
              if not (ROOT / rel).is_file() or (ROOT / rel).read_text() != text]
-    assert not stale, f"run `python -m theval_mesh.triton.repository` to regenerate: {stale}"
+    assert not stale, f"run `python -m theval_mesh.rpc.triton.repository` to regenerate: {stale}"
     on_disk = {str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     assert on_disk == set(repository.files()), "files in triton_models/ that the table does not generate"
 

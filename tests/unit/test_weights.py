@@ -4,10 +4,11 @@ import hashlib
 import inspect
 
 import pytest
+
+from theval_mesh.backends.quality import weights_store as ws
+from theval_mesh.backends.quality.registry import MODELS, QualityModel, WeightFile
 from theval_mesh.commands import weights as weights_command
-from theval_mesh.common.errors import UserError
-from theval_mesh.quality import weights_store as ws
-from theval_mesh.quality.registry import MODELS, QualityModel, WeightFile
+from theval_mesh.pure.errors import UserError
 
 ALL_FILES = [f.name for m in MODELS.values() for f in m.files]
 
@@ -149,7 +150,7 @@ def test_fetch_offline_fails_with_one_clear_line(tmp_path, no_network):
 
 def test_cli_fetch_offline_exits_nonzero_without_traceback(tmp_path, no_network, monkeypatch,
                                                            capsys):
-    from theval_mesh import cli
+    from theval_mesh.commands import cli
     monkeypatch.setattr(cli, "COMMANDS", ("weights",))  # the other commands are not ours
     code = cli.main(["weights", "fetch", "--store", str(tmp_path), "--model", "musiq"])
     err = capsys.readouterr().err

@@ -1,1 +1,1 @@
-"""The THEval gRPC API (versioned packages)."""
+"""Layer 7, api: the public Python API."""

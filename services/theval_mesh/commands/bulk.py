@@ -9,14 +9,14 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
-from ..common.errors import UserError
-from ..orchestrator import pipeline
-from ..orchestrator.drivers import last_line, start_driver
-from ..orchestrator.inputs import parse_model_arg, plan
-from ..orchestrator.job_store import FINISHED, SqliteJobStore
-from ..orchestrator.report import Progress, write_report
-from .evaluate import add_run_options, print_summary, settings_from
+from theval_mesh.commands.cli import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
+from theval_mesh.commands.evaluate import add_run_options, print_summary, settings_from
+from theval_mesh.jobs import pipeline
+from theval_mesh.jobs.drivers import last_line, start_driver
+from theval_mesh.jobs.inputs import parse_model_arg, plan
+from theval_mesh.jobs.job_store import FINISHED, SqliteJobStore
+from theval_mesh.jobs.report import Progress, write_report
+from theval_mesh.pure.errors import UserError
 
 START_TIMEOUT_S = 120.0
 
@@ -134,7 +134,8 @@ def _run_here(store, job_id: str, args) -> int:
     workers = args.workers or job.spec.workers
     address = args.ray_address or job.spec.ray_address
     if getattr(args, "metrics_port", None) is not None:
-        from ..common.telemetry import register_jobs, start_http
+        from theval_mesh.jobs.telemetry import register_jobs
+        from theval_mesh.rpc.telemetry import start_http
         register_jobs(store)
         _, port = start_http("127.0.0.1", args.metrics_port)
         print(f"{job_id}: metrics on http://127.0.0.1:{port}/metrics", flush=True)

@@ -2,9 +2,9 @@
 import os
 from pathlib import Path
 
-from ..cli import EXIT_OK, EXIT_PARTIAL
-from ..synth import generate_kit, load_kit
-from .evaluate import add_run_options, evaluate, partial, print_summary, settings_from
+from theval_mesh.commands.cli import EXIT_OK, EXIT_PARTIAL
+from theval_mesh.commands.evaluate import add_run_options, evaluate, partial, print_summary, settings_from
+from theval_mesh.synth import generate_kit, load_kit
 
 
 def register(sub):

@@ -4,18 +4,18 @@ import os
 import sys
 from pathlib import Path
 
-from ..cli import EXIT_OK, EXIT_PARTIAL
-from ..common.errors import UserError
-from ..media.limits import Limits
-from ..metrics.profiles import PROFILES, REFERENCE
-from ..orchestrator import outputs, pipeline
-from ..orchestrator.inputs import parse_model_arg, plan
-from ..orchestrator.provenance import headline
-from ..orchestrator.job_store import SqliteJobStore
-from ..orchestrator.report import Progress, write_report
-from ..orchestrator.results import FAILED
-from ..orchestrator.settings import QUALITY_MODES, RunSettings
-from ..scoring import tables
+from theval_mesh.commands.cli import EXIT_OK, EXIT_PARTIAL
+from theval_mesh.core.provenance import headline
+from theval_mesh.core.results import FAILED
+from theval_mesh.jobs import outputs, pipeline
+from theval_mesh.jobs.inputs import parse_model_arg, plan
+from theval_mesh.jobs.job_store import SqliteJobStore
+from theval_mesh.jobs.report import Progress, write_report
+from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.limits import Limits
+from theval_mesh.pure.metrics.profiles import PROFILES, REFERENCE
+from theval_mesh.pure.scoring import tables
+from theval_mesh.pure.settings import QUALITY_MODES, RunSettings
 
 
 def add_run_options(p: argparse.ArgumentParser):

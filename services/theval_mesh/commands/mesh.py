@@ -8,9 +8,9 @@ import threading
 import time
 from pathlib import Path
 
-from ..common import config
-from ..common.errors import UserError
-from ..common.launcher import ServiceProcess, stop_all
+from theval_mesh.pure.errors import UserError
+from theval_mesh.rpc import config
+from theval_mesh.rpc.launcher import ServiceProcess, stop_all
 
 STOP_ORDER = ("evaluator",) + config.DEPENDENCIES  # the evaluator first, so its calls can finish
 EVALUATOR_PORT, EVALUATOR_METRICS_PORT = 50051, 9464
@@ -74,8 +74,8 @@ def _echo(service, line):
 def _start_triton(args, procs: dict):
     """A Triton server on free ports, its log beside the others' output; the quality and audio
     services then take --backend triton --triton-url (they wait for it to answer)."""
-    from ..triton.repository import default_repository
-    from ..triton.server import TritonServer
+    from theval_mesh.rpc.triton.repository import default_repository
+    from theval_mesh.rpc.triton.server import TritonServer
     log_path = Path(tempfile.gettempdir()) / f"theval-mesh-triton-{args.port}.log"
     print(f"theval mesh: starting Triton (its log: {log_path})", flush=True)
     procs["triton"] = TritonServer(default_repository(), weights_store=args.weights_store,

@@ -3,11 +3,11 @@ import dataclasses
 import math
 from pathlib import Path
 
-from theval_mesh.scoring import (format_leaderboard_text, leaderboard, leaderboard_markdown,
-                                 published_gt, read_raw_csv, write_leaderboard_csv)
-from theval_mesh.scoring.errors import ScoringError
+from theval_mesh.pure.scoring import (format_leaderboard_text, leaderboard, leaderboard_markdown, published_gt,
+                                      read_raw_csv, write_leaderboard_csv)
+from theval_mesh.pure.scoring.errors import ScoringError
 
-EXIT_OK, EXIT_PARTIAL = 0, 3  # same codes as theval_mesh.cli
+EXIT_OK, EXIT_PARTIAL = 0, 3  # same codes as theval_mesh.commands.cli
 
 
 def register(subparsers) -> None:

@@ -1,8 +1,17 @@
 """`theval serve SERVICE`: run one service of the gRPC metric mesh."""
 import importlib
 
-from ..common import config
-from ..common.server import serve, setup_logging
+from theval_mesh.rpc import config
+from theval_mesh.rpc.server import serve, setup_logging
+
+# Imported by name, only the one served: a landmarks process loads neither torch nor Ray.
+SERVICE_MODULES = {
+    "landmarks": "theval_mesh.rpc.servicers.landmarks",
+    "headpose": "theval_mesh.rpc.servicers.headpose",
+    "quality": "theval_mesh.rpc.servicers.quality",
+    "audio": "theval_mesh.rpc.servicers.audio",
+    "evaluator": "theval_mesh.service.evaluator",
+}
 
 
 def register(sub):
@@ -17,5 +26,5 @@ def register(sub):
 def run(args) -> int:
     cfg = config.load(args.service, args)
     setup_logging()
-    module = importlib.import_module(f"theval_mesh.servicers.{args.service}")
+    module = importlib.import_module(SERVICE_MODULES[args.service])
     return serve(cfg, module.register(cfg))

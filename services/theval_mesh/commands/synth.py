@@ -1,7 +1,7 @@
 """`theval synth`: write a kit of synthetic talking heads with known ground truth."""
 import time
 
-from theval_mesh.common.errors import UserError
+from theval_mesh.pure.errors import UserError
 
 
 def register(subparsers) -> None:

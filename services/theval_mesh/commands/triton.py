@@ -5,7 +5,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..common.errors import UserError
+from theval_mesh.pure.errors import UserError
 
 DEFAULT_PORTS = {"grpc": 8001, "http": 8000, "metrics": 8002}  # Triton's own defaults
 
@@ -37,8 +37,8 @@ def register(sub):
 
 def start(args, log_path: Path):
     """The started TritonServer for these options."""
-    from ..triton.repository import default_repository
-    from ..triton.server import TritonServer
+    from theval_mesh.rpc.triton.repository import default_repository
+    from theval_mesh.rpc.triton.server import TritonServer
     repository = Path(args.model_repository) if args.model_repository else default_repository()
     if not repository.is_dir():
         raise UserError(f"--model-repository {repository}: not a folder")
@@ -53,7 +53,7 @@ def start(args, log_path: Path):
 
 
 def print_states(server, stream=sys.stdout):
-    from ..triton.client import TritonClient
+    from theval_mesh.rpc.triton.client import TritonClient
     client = TritonClient(server.address)
     try:
         for name, (state, reason) in sorted(client.states().items()):

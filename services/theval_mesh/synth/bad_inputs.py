@@ -3,11 +3,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .face_geometry import face_geometry
-from .face_warp import FaceRenderer
-from .kit import gt_signals
-from .mp4 import write_mp4
-from .speech import SAMPLE_RATE
+from theval_mesh.synth.face_geometry import face_geometry
+from theval_mesh.synth.face_warp import FaceRenderer
+from theval_mesh.synth.kit import gt_signals
+from theval_mesh.synth.mp4 import write_mp4
+from theval_mesh.synth.speech import SAMPLE_RATE
 
 BAD_INPUTS = ("corrupt", "not_a_video", "no_audio", "no_face")
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from ..common.native_logs import quiet_native_stderr
+from theval_mesh.backends.native_logs import quiet_native_stderr
 
 # FaceMesh indices (same sets as METRICS.md)
 UPPER_INNER = (191, 80, 81, 82, 13, 312, 311, 310)

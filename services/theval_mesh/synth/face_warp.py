@@ -7,7 +7,7 @@ gently compresses can never fold, even for the exaggerated mouth.
 import cv2
 import numpy as np
 
-from .face_geometry import FaceGeometry, face_photo
+from theval_mesh.synth.face_geometry import FaceGeometry, face_photo
 
 CAVITY_RGB = np.array([48, 14, 18], np.float32)  # dark red-black inside of the mouth
 UPPER_SHARE = 0.2      # the upper lip takes 20 % of the opening, the jaw the rest

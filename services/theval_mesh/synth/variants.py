@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 import cv2
 import numpy as np
 
-from . import motion
-from .speech import delay_audio
+from theval_mesh.synth import motion
+from theval_mesh.synth.speech import delay_audio
 
 GT = "gt"
 ALL_VARIANTS = ("static_head", "audio_shift", "frozen_mouth", "silent_mouth", "blur", "noise",

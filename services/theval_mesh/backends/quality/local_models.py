@@ -1,0 +1,48 @@
+"""The pyiqa quality models run in this process, built from the weights store on first use."""
+import threading
+
+import numpy as np
+
+from theval_mesh.backends.quality import weights_store as ws
+from theval_mesh.backends.quality.inference import score
+from theval_mesh.backends.quality.registry import MODELS
+
+
+def missing_weights_reason(store, missing: list[str]) -> str:
+    """One line naming the store, the missing files and the fix."""
+    return (f"quality weights missing from the store {store}: {', '.join(missing)}; {ws.FETCH_HINT}, "
+            f"or copy those files into {store} by hand (`theval weights status` lists their URLs)")
+
+
+class LocalModels:
+    """QualityBackend's models, in-process. Thread-safe; each model is built once."""
+    served_by = "in-process"
+
+    def __init__(self, store, device: str = "cpu"):
+        self.store, self.device = store, device
+        self._metrics: dict = {}
+        self._files: dict = {}  # model name -> {file name: sha256 of what was loaded}
+        self._lock = threading.Lock()
+
+    def unavailable(self, names) -> str | None:
+        """Why some of these models cannot run (None: all can); nothing is loaded."""
+        missing = ws.missing_files(self.store, names)
+        return missing_weights_reason(self.store, missing) if missing else None
+
+    def load(self, name: str):
+        with self._lock:
+            if name not in self._metrics:
+                from theval_mesh.backends.quality.pyiqa_models import build
+                qmodel = MODELS[name]
+                self._metrics[name] = build(qmodel, self.store, self.device)
+                self._files[name] = {f.name: ws.sha256_file(self.store / f.name) for f in qmodel.files}
+            return self._metrics[name]
+
+    def scores(self, name: str, images: list[np.ndarray], each: bool = False) -> np.ndarray:
+        return score(self.load(name), images, each, self.device)
+
+    def describe(self, name: str) -> dict:
+        """{"pyiqa": version, "files": {file name: sha256}} of the loaded model."""
+        import pyiqa
+        self.load(name)
+        return {"pyiqa": pyiqa.__version__, "files": dict(self._files[name])}

@@ -1,0 +1,121 @@
+"""The paper's quality models and every weight file their pyiqa constructors read.
+
+Names and URLs are copied from pyiqa 0.1.16 (archs/topiq_arch.py, archs/musiq_arch.py,
+archs/topiq_swin.py) and facexlib 0.3.0 (detection/__init__.py, parsing/__init__.py); a unit test
+checks them against the installed packages. The GFIQA checkpoint is the one pyiqa 0.1.13 (the
+version THEval's reference code pins) loads for `topiq_nr-face`; its name and URL are in 0.1.16's
+table too, and a unit test checks them against the values of 0.1.13. A pyiqa file name ends in
+`-<hex>.pth`: by the torch.hub convention that hex is a prefix of the file's sha256, which is what
+`verify` checks. The other files have no published checksum.
+
+`where` says how the loader finds a file:
+  main       passed to pyiqa as `pretrained_model_path` (the checkpoint behind the scores)
+  torch_hub  looked up by timm as `<torch hub dir>/checkpoints/<name>` (Swin ImageNet init,
+             fully overwritten by the main checkpoint, but read while the model is built)
+  facexlib   looked up by facexlib as `<pyiqa cache dir>/<name>` (face detector and parser that
+             topiq_nr-face builds; the detector decides the aligned face that gets scored)
+
+Face quality, two checkpoints of the same network under the one pyiqa name `topiq_nr-face`:
+  pyiqa 0.1.13 (pinned by THEval's reference code, requirements.txt line 31):
+    default_model_configs.py:509-519  'topiq_nr-face' -> CFANet, semantic_model_name 'resnet50',
+                                      model_name 'topiq_nr_gfiqa_res50', use_ref False,
+                                      test_img_size 512
+    archs/topiq_arch.py:40            'topiq_nr_gfiqa_res50' -> topiq_nr_gfiqa_res50-d76bf1ae.pth
+  pyiqa 0.1.16 (installed):
+    default_model_configs.py:516-526  'topiq_nr-face' -> the same options but model_name
+                                      'topiq_nr_cgfiqa_res50' (CGFIQA: other scores)
+    archs/topiq_arch.py:45            'topiq_nr_cgfiqa_res50' -> topiq_nr_cgfiqa_res50-0a8b8e4f.pth
+Here `topiq_nr-face` means 0.1.13's model, in both profiles: pyiqa's `topiq_nr-face` built with
+every option of 0.1.13's entry passed explicitly to create_metric (kwargs override the table in
+both versions: models/inference_model.py InferenceModel.__init__, `net_opts.update(kwargs)`), and
+the GFIQA file as `pretrained_model_path`. CGFIQA, what the name means from pyiqa 0.1.16 on, is
+not used: THEval's paper figures were computed with the pinned 0.1.13, hence with GFIQA. Face
+alignment follows the model name, see `aligns_faces`.
+"""
+from dataclasses import dataclass, field
+
+from theval_mesh.pure.errors import UserError
+
+PYIQA_HF = "https://huggingface.co/chaofengc/IQA-PyTorch-Weights/resolve/main/"
+SWIN_URL = ("https://github.com/SwinTransformer/storage/releases/download/v1.0.0/"
+            "swin_base_patch4_window12_384_22kto1k.pth")
+FACEXLIB_RELEASES = "https://github.com/xinntao/facexlib/releases/download/"
+
+
+@dataclass(frozen=True)
+class WeightFile:
+    name: str
+    url: str
+    sha256_prefix: str | None  # published checksum prefix, None when nobody published one
+    where: str  # "main" | "torch_hub" | "facexlib"
+    affects_scores: bool = True  # False: read at construction, then overwritten or unused
+
+
+@dataclass(frozen=True)
+class QualityModel:
+    name: str  # pyiqa metric name
+    files: tuple[WeightFile, ...]
+    weight_key: str | None  # key of the state dict inside the main checkpoint
+    create_kwargs: dict = field(default_factory=dict)  # passed to pyiqa.create_metric
+    # pyiqa must align and crop the face to 512x512 with facexlib before scoring (CFANet's
+    # `face_helper`); the build checks that the installed pyiqa does.
+    aligns_faces: bool = False
+
+    @property
+    def main(self) -> WeightFile:
+        return next(f for f in self.files if f.where == "main")
+
+
+def _pyiqa(name: str) -> WeightFile:
+    return WeightFile(name, PYIQA_HF + name, name.rsplit("-", 1)[1].split(".")[0], "main")
+
+
+# pyiqa 0.1.13's 'topiq_nr-face' metric_opts (default_model_configs.py:509-519), minus its
+# 'type' (CFANet, which the 0.1.16 'topiq_nr-face' entry names too). pyiqa 0.1.16 also has them
+# as 'topiq_nr-face-v1' (default_model_configs.py:538-548), a name 0.1.13 lacks; passing them
+# to 'topiq_nr-face' gives the same network with either version.
+GFIQA_OPTS = {"semantic_model_name": "resnet50", "model_name": "topiq_nr_gfiqa_res50",
+              "use_ref": False, "test_img_size": 512}
+
+MODELS = {m.name: m for m in (
+    QualityModel("topiq_iaa", (
+        _pyiqa("cfanet_iaa_ava_swin-393b41b4.pth"),
+        WeightFile("swin_base_patch4_window12_384_22kto1k.pth", SWIN_URL, None, "torch_hub",
+                   affects_scores=False),
+    ), weight_key="params"),
+    QualityModel("musiq", (_pyiqa("musiq_koniq_ckpt-e95806b9.pth"),), weight_key=None),
+    QualityModel("musiq-spaq", (_pyiqa("musiq_spaq_ckpt-358bb6af.pth"),), weight_key=None),
+    # pyiqa 0.1.13's topiq_nr-face (THEval's reference): CFANet on GFIQA, built with the installed
+    # pyiqa from 0.1.13's options. Alignment: 0.1.13 builds the face helper and aligns when
+    # model_name == 'topiq_nr_gfiqa_res50' (archs/topiq_arch.py:325-334 and 475-477); 0.1.16 when
+    # 'gfiqa' in model_name and align_crop_face (default True) (archs/topiq_arch.py:427-449 and
+    # 629-631). Both: FaceRestoreHelper(1, face_size=512, crop_ratio=(1, 1),
+    # det_model='retinaface_resnet50', use_parse=True), the centre face's 5 landmarks
+    # (eye_dist_threshold=5), align_warp_face to 512x512, then the 512 test resize (a no-op).
+    QualityModel("topiq_nr-face", (
+        _pyiqa("topiq_nr_gfiqa_res50-d76bf1ae.pth"),
+        WeightFile("detection_Resnet50_Final.pth",
+                   FACEXLIB_RELEASES + "v0.1.0/detection_Resnet50_Final.pth", None, "facexlib"),
+        WeightFile("parsing_parsenet.pth", FACEXLIB_RELEASES + "v0.2.2/parsing_parsenet.pth",
+                   None, "facexlib", affects_scores=False),
+    # The timm ResNet-50 ImageNet init would come from the Hugging Face hub; the GFIQA checkpoint
+    # holds every backbone weight (checked at load), so it is not fetched at all.
+    ), weight_key="params", create_kwargs={**GFIQA_OPTS, "backbone_pretrain": False},
+        aligns_faces=True),
+)}
+
+# Which model scores which metric, per profile (METRICS.md "Quality"). Both score faces with
+# pyiqa 0.1.13's topiq_nr-face (GFIQA); they differ in what they score (full frames or face crops).
+METRIC_MODELS = {
+    "reference": {"global_aesthetic": "topiq_iaa", "mouth_quality": "musiq",
+                  "face_quality": "topiq_nr-face"},
+    "paper": {"global_aesthetic": "topiq_iaa", "mouth_quality": "musiq-spaq",
+              "face_quality": "topiq_nr-face"},
+}
+
+
+def model(name: str) -> QualityModel:
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise UserError(f"unknown quality model {name!r}; known: {', '.join(MODELS)}") from None

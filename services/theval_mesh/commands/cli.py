@@ -1,0 +1,42 @@
+"""The `theval` console script. Each command lives in its own module with register()."""
+import argparse
+import importlib
+import sys
+
+from theval_mesh.pure.errors import UserError
+
+# module name under theval_mesh.commands -> registered there with register(subparsers)
+COMMANDS = ("evaluate", "demo", "score", "synth", "weights", "serve", "mesh", "triton", "bulk")
+
+# Exit codes shared by every command.
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """only: register just this command (its imports alone: a mesh service does not load the
+    models of every other command, which costs seconds and ~1 GB per process)."""
+    parser = argparse.ArgumentParser(
+        prog="theval", description="THEval: score talking-head videos on 8 metrics and a Final Score.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        if only is None or name == only:
+            importlib.import_module(f"theval_mesh.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
+    try:
+        return int(args.func(args) or EXIT_OK)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished results are on disk; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

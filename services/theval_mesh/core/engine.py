@@ -1,0 +1,30 @@
+"""Score one video on the in-process backends: decode once, one FaceMesh pass, VAD once."""
+from theval_mesh.backends.audio.backend import AudioBackend
+from theval_mesh.backends.headpose.backend import BACKEND as HEADPOSE_BACKEND
+from theval_mesh.backends.landmarks.backend import BACKEND as LANDMARK_BACKEND
+from theval_mesh.backends.quality.backend import QualityBackend
+from theval_mesh.core.provenance import describe
+from theval_mesh.core.results import VideoResult
+from theval_mesh.core.stages import LocalVideo, new_result, score
+from theval_mesh.pure.settings import RunSettings
+
+
+class Engine:
+    """Loads the models once; then score_video() for each video."""
+
+    def __init__(self, settings: RunSettings, quality_store=None):
+        self.settings = settings
+        self.audio = AudioBackend()
+        self.quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=quality_store)
+        self._provenance = None
+
+    def provenance(self) -> dict:
+        if self._provenance is None:
+            self._provenance = describe(self.settings, LANDMARK_BACKEND, HEADPOSE_BACKEND,
+                                        self.audio.provenance(), self.quality.provenance())
+        return self._provenance
+
+    def score_video(self, path, model: str = "", on_frames=None) -> VideoResult:
+        result = new_result(model, path, self.settings, self.provenance())
+        score(lambda: LocalVideo(path, self.settings, self.audio, self.quality), result, self.settings, on_frames)
+        return result

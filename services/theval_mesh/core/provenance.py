@@ -1,0 +1,75 @@
+"""The provenance every result carries: the profile and every backend behind its numbers.
+
+One function for the embedded engine and the mesh evaluator, which learns the backends'
+descriptions from the services themselves."""
+from theval_mesh.backends.audio.backend import REFERENCE_VAD
+from theval_mesh.backends.media.audio import EXTRACTION
+from theval_mesh.backends.media.decode import DECODER
+from theval_mesh.core.frame_pass import mesh_passes
+from theval_mesh.pure.scoring.compat import PUBLISHED_BLOCKERS
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.pure.version import VERSION
+
+
+def describe(settings: RunSettings, landmarks: str, headpose: str, vad: str, quality: dict,
+             vad_served_by: str = "in-process") -> dict:
+    """landmarks, headpose, vad: backend descriptions; quality: QualityBackend.provenance().
+    Where the neural models ran (in-process or a Triton server) is recorded, but it is not part of
+    what GT and models must share: both paths compute the same numbers (a test proves it)."""
+    s = settings
+    lip_sync_input = "BGR frames (reference quirk)" if (not s.single_pass and s.profile == "reference") \
+        else "RGB frames"
+    return {
+        PUBLISHED_BLOCKERS: published_gt_blockers(s, vad, quality),
+        "tool": f"theval-mesh {VERSION}",
+        "profile": s.profile,
+        # The passes change the values, so they are part of what GT and models must share.
+        "landmarks": {"backend": landmarks,
+                      "passes": sorted(mesh_passes(s)) + ([] if s.single_pass else ["silent_lip"]),
+                      "lip_sync_input": lip_sync_input},
+        "headpose": headpose,
+        "vad": vad,
+        "quality": quality["quality"],  # metric -> model and weights checksum, or proxy:<name>
+        "quality_mode": quality["mode"],
+        "quality_weights": quality.get("weights") or quality.get("proxy_definition"),
+        "served_by": {"quality": quality.get("served_by", "in-process"), "vad": vad_served_by},
+        "decoder": DECODER,
+        "audio": EXTRACTION[s.profile],
+        "frames": "all" if s.frame_stride == 1 else f"every {s.frame_stride}th",
+        "normalise_translation": s.normalise_translation,
+    }
+
+
+def published_gt_blockers(s: RunSettings, vad: str, quality: dict) -> list[str]:
+    """Why results scored this way cannot be compared with the published GT row ([]: they can).
+
+    The published figures come from the reference code: all its settings, its passes, its VAD
+    model and audio extraction, and the quality models' own weights."""
+    out = []
+    if s.profile != "reference":
+        out.append(f"profile {s.profile} (the published figures are the reference code's)")
+    if s.single_pass:
+        out.append("single FaceMesh pass (--single-pass): the reference runs its own passes")
+    if s.frame_stride != 1:
+        out.append(f"frame stride {s.frame_stride}: the reference uses every frame")
+    if s.normalise_translation:
+        out.append("head-motion translation normalised to 512 px: the reference uses pixels")
+    if REFERENCE_VAD not in vad:
+        out.append(f"VAD {vad!r}: the reference uses {REFERENCE_VAD}")
+    proxies = sorted(m for m, d in quality["quality"].items() if str(d).startswith("proxy:"))
+    if proxies:
+        out.append(f"training-free proxy for {', '.join(proxies)}: the published figures come from "
+                   "the quality models (put their weights in the store: `theval weights status`)")
+    return out
+
+
+def headline(provenance: dict) -> str:
+    """One line above a leaderboard: how its numbers were computed."""
+    landmarks = provenance.get("landmarks") or {}
+    passes = landmarks.get("passes", []) if isinstance(landmarks, dict) else []
+    mesh = ("the reference's own FaceMesh passes" if "silent_lip" in passes
+            else "one shared FaceMesh pass (--single-pass)")
+    quality = sorted(set(map(str, (provenance.get("quality") or {}).values())))
+    quality = ", ".join(q.split(" ")[0] for q in quality) or "not recorded"
+    return (f"Scored with: profile {provenance.get('profile', '?')}; {mesh}; frames "
+            f"{provenance.get('frames', '?')}; quality {quality}; VAD {provenance.get('vad', '?')}")

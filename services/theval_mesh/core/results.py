@@ -1,0 +1,49 @@
+"""The record of one scored (or failed) video."""
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+from theval_mesh.pure.scoring.names import KEYS
+
+OK, FAILED = "ok", "failed"
+
+
+def in_metric_order(d: dict) -> dict:
+    """A per-metric dict in the engine's order (the CSV writers iterate them), whatever order
+    JSON or protobuf gave it back in."""
+    return {k: d[k] for k in sorted(d, key=lambda k: (KEYS.index(k) if k in KEYS else len(KEYS), k))}
+
+
+@dataclass
+class VideoResult:
+    model: str
+    video: str
+    status: str
+    reason: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    nan_reasons: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    frames_total: int = 0
+    frames_used: int = 0
+    face_frames: int = 0
+    fps: float = 0.0
+    width: int = 0
+    height: int = 0
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # stage or "metric:<key>" -> seconds
+    settings: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["metrics"] = {k: (None if math.isnan(v) else v) for k, v in self.metrics.items()}
+        return json.dumps(d, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, line: str) -> "VideoResult":
+        d = json.loads(line)
+        d["metrics"] = {k: (math.nan if v is None else v) for k, v in d["metrics"].items()}
+        for key in ("metrics", "nan_reasons", "counts"):
+            d[key] = in_metric_order(d[key])
+        return cls(**d)

@@ -1,0 +1,327 @@
+"""Run a job: score its pending videos and commit each result to the job store as it arrives.
+
+Two runners share the loop's rules (bad videos are failed results; transient failures retry):
+  - run_ray: Ray actors, one per worker, each holding what scoring needs: the in-process models
+    (Engine) or a channel to the mesh's evaluator (MeshEngine). Each actor has at most
+    QUEUED_PER_ACTOR videos queued and the driver reads pending items a page at a time, so the
+    driver's memory stays flat whatever the job's size (backpressure).
+  - run_inline: the same loop in this process, no Ray (`--inline`; the benchmark's baseline).
+
+A transient failure (the mesh unavailable, an actor that died) puts the video back in the queue,
+up to MAX_ATTEMPTS times, after a growing pause. Past that, the job stops "interrupted" with the
+reason, nothing recorded for that video: `theval bulk resume` scores it later. A video's own fault
+(unreadable, outside the allowed roots, refused by the mesh as invalid) is never retried: it is
+that video's failed result, with the reason.
+"""
+import os
+import sys
+import time
+from collections import deque
+
+from theval_mesh.backends.native_logs import QUIET
+from theval_mesh.core.results import FAILED, VideoResult
+from theval_mesh.jobs import telemetry
+from theval_mesh.jobs.inputs import Item
+from theval_mesh.jobs.job_store import HEARTBEAT_S, JobSpec, JobStore, StoreFull
+from theval_mesh.pure.errors import ServiceError, UserError, VideoError
+from theval_mesh.pure.settings import RunSettings
+
+QUEUED_PER_ACTOR = 2
+MAX_ATTEMPTS = 8
+FIRST_PAUSE_S, LAST_PAUSE_S = 0.5, 15.0  # ~1 min of retries in all: a mesh service restarts in it
+# The mesh's answers that blame the request, not the mesh: a retry would get the same answer.
+VIDEO_FAULTS = ("INVALID_ARGUMENT", "PERMISSION_DENIED", "NOT_FOUND", "OUT_OF_RANGE", "RESOURCE_EXHAUSTED")
+
+
+class JobStopped(Exception):
+    """The job could not go on (a transient failure outlived its retries, or every actor died)."""
+
+
+def _settings(spec) -> RunSettings:
+    return RunSettings.from_key(spec.settings)
+
+
+def _quiet_env():
+    os.environ.update(QUIET)
+
+
+class Scorer:
+    """Scores one video at a time; a Ray actor in run_ray, a plain object in run_inline."""
+
+    def __init__(self, spec, threads: int = 0):
+        _quiet_env()
+        self.spec = spec
+        settings = _settings(spec)
+        if spec.mesh:
+            from theval_mesh.rpc.mesh_engine import MeshEngine
+            self.engine = MeshEngine(spec.mesh, settings)
+        else:
+            import torch
+            if threads:
+                torch.set_num_threads(threads)
+            from theval_mesh.core.engine import Engine
+            self.engine = Engine(settings, spec.quality_store)
+
+    def score(self, seq: int, model: str, video: str) -> tuple[int, str, str]:
+        """(seq, "ok", result JSON) or (seq, "retry", why): a bad video is a failed result; only
+        the mesh's own failures (down, restarting) are retried."""
+        try:
+            return seq, "ok", self.engine.score_video(video, model).to_json()
+        except ServiceError as err:
+            if err.code not in VIDEO_FAULTS:  # the mesh failed, not the video
+                return seq, "retry", f"{err.code}: {err}"
+            reason = str(err)
+        except VideoError as err:
+            reason = err.reason
+        except UserError as err:  # e.g. outside the allowed roots
+            reason = str(err)
+        except OSError as err:  # e.g. a name over the file system's limit
+            reason = f"cannot be read: {err.strerror or err}"
+        return seq, "ok", VideoResult(model, video, FAILED, reason, settings=self.spec.settings).to_json()
+
+
+def new_spec(inputs, settings: RunSettings, quiet: bool = False, **options) -> JobSpec:
+    """The spec of a job over [(name, path), ...] (the GT first), checked now (check()); the
+    quality notice goes to stderr unless `quiet`."""
+    spec = JobSpec(inputs=[list(i) for i in inputs], settings=settings.key(), **options)
+    notice = check(spec)
+    if notice and not quiet:
+        print(notice, file=sys.stderr)
+    return spec
+
+
+def check(spec) -> str | None:
+    """Stop now, with one clear line, on what would fail every video: missing weights for
+    --quality paper, a mesh that does not answer. Returns the quality notice (embedded)."""
+    settings = _settings(spec)
+    if spec.mesh:
+        from theval_mesh.rpc.mesh_engine import MeshEngine
+        MeshEngine(spec.mesh, settings).close()
+        return None
+    from theval_mesh.backends.quality.backend import QualityBackend
+    return QualityBackend(mode=settings.quality, profile=settings.profile, store=spec.quality_store).notice
+
+
+def _missing(item: Item, spec) -> VideoResult:
+    return VideoResult(item.model, item.video, FAILED, item.missing, settings=spec.settings)
+
+
+class _Loop:
+    """What both runners share: pending items a page at a time, commits, retries, heartbeat,
+    progress and metrics."""
+
+    def __init__(self, store: JobStore, job_id: str, on_result=None):
+        self.store, self.job_id, self.on_result = store, job_id, on_result
+        try:
+            check(store.get(job_id).spec)
+        except UserError as err:  # e.g. weights deleted, the mesh down: say so in the job
+            store.finish(job_id, "failed", str(err))
+            raise
+        self.job = store.claim(job_id)
+        self.spec = self.job.spec
+        self.after = -1
+        self.drained = False  # every pending item of the store has been read
+        self.page: deque = deque()
+        self.retry: deque = deque()   # (ready_at, seq, item)
+        self.attempts: dict = {}      # seq -> transient failures so far
+        self.last_beat = 0.0
+        self.cancelled = False
+        telemetry.JOBS_RUNNING.inc()
+
+    def next_item(self):
+        """(seq, item) to score now, or None (nothing ready yet or left)."""
+        if self.retry and self.retry[0][0] <= time.monotonic():
+            _, seq, item = self.retry.popleft()
+            return seq, item
+        while not self.page:
+            rows = [] if self.drained else self.store.pending(self.job_id, self.after)
+            if not rows:
+                self.drained = True  # items are fixed when the job is created: none will come
+                return None
+            self.after = rows[-1][0]
+            for seq, item in rows:
+                if item.missing:  # cannot even be opened: a failed result, no scoring
+                    self.commit(_missing(item, self.spec))
+                else:
+                    self.page.append((seq, item))
+        return self.page.popleft()
+
+    def exhausted(self) -> bool:
+        return self.drained and not self.page and not self.retry
+
+    def commit(self, result: VideoResult):
+        self.store.commit(self.job_id, result)
+        telemetry.JOB_VIDEOS.labels("failed" if result.status == FAILED else "ok").inc()
+        for stage, seconds in result.timings.items():
+            telemetry.STAGE_SECONDS.labels(stage).observe(seconds)
+        if self.on_result:
+            self.on_result(result)
+
+    def transient(self, seq: int, item: Item, why: str):
+        n = self.attempts[seq] = self.attempts.get(seq, 0) + 1
+        telemetry.JOB_RETRIES.inc()
+        if n >= MAX_ATTEMPTS:
+            raise JobStopped(f"{item.video} could not be scored after {n} attempts ({why}); the job stopped "
+                             f"with nothing recorded for it: `theval bulk resume {self.job_id}` once the cause is fixed")
+        pause = min(FIRST_PAUSE_S * 2 ** (n - 1), LAST_PAUSE_S)
+        self.retry.append((time.monotonic() + pause, seq, item))
+
+    def beat(self):
+        if time.monotonic() - self.last_beat >= HEARTBEAT_S:
+            self.last_beat = time.monotonic()
+            self.cancelled = self.store.beat(self.job_id)
+
+    def end(self, error: BaseException | None) -> None:
+        telemetry.JOBS_RUNNING.dec()
+        if error is None:
+            state, why = ("cancelled" if self.cancelled else "done"), None
+        elif isinstance(error, (KeyboardInterrupt, JobStopped, StoreFull)):  # resumable as it is
+            state, why = "interrupted", None if isinstance(error, KeyboardInterrupt) else str(error)
+        else:
+            state, why = "failed", f"{type(error).__name__}: {error}"
+        telemetry.JOBS_FINISHED.labels(state).inc()
+        try:
+            self.store.finish(self.job_id, state, why)
+        except StoreFull:
+            if error is None:
+                raise
+            # Not recorded, and the first error is the one to report: the job reads "interrupted"
+            # once this driver is gone.
+
+
+def _run(loop: _Loop, body):
+    error = None
+    try:
+        body()
+    except BaseException as err:
+        error = err
+        raise
+    finally:
+        loop.end(error)
+    return loop.store.get(loop.job_id)
+
+
+def run_inline(store: JobStore, job_id: str, on_result=None):
+    """Score the job's pending videos one at a time in this process."""
+    loop = _Loop(store, job_id, on_result)
+
+    def body():
+        scorer = Scorer(loop.spec)
+        while not loop.cancelled:
+            nxt = loop.next_item()
+            if nxt is None:
+                if loop.exhausted():
+                    return
+                time.sleep(0.05)  # a retry is waiting for its pause
+                continue
+            seq, item = nxt
+            _, kind, payload = scorer.score(seq, item.model, item.video)
+            if kind == "ok":
+                loop.commit(VideoResult.from_json(payload))
+            else:
+                loop.transient(seq, item, payload)
+            loop.beat()
+    return _run(loop, body)
+
+
+def start_ray(address: str | None, workers: int):
+    """Connect to a Ray cluster (`address`), or start a local one sized for `workers`. Call it
+    from a thread that outlives the job: Ray's local processes die with the thread that started
+    them (their parent-death signal)."""
+    import ray
+    _quiet_env()
+    if address:
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        except ConnectionError as err:
+            raise UserError(f"--ray-address {address}: no Ray cluster answers there ({err})") from None
+        return
+    _private_ray()
+    # address="local": a new Ray of our own, never a `ray start` cluster that happens to run here
+    # (ray.init() without an address attaches to one).
+    ray.init(address="local", num_cpus=max(workers, os.cpu_count() or 1), include_dashboard=False,
+             logging_level="ERROR", log_to_driver=False, object_store_memory=128 << 20)
+
+
+def _private_ray():
+    """A local Ray runs any code sent to it: keep it on loopback, behind a token of its own.
+    Ray binds its servers to the node's IP and turns a loopback IP into the machine's address
+    unless multi-node clusters are off (ray/_private/services.py get_node_ip_address reads
+    ray_constants.ENABLE_RAY_CLUSTER, the env RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER at import; the
+    started processes are given the node IP). Token authentication: Ray (>= 2.59) turns it on for
+    a new local cluster when RAY_AUTH_MODE is unset, so an explicit "disabled" is dropped; the
+    token is this process's own random one (inherited by Ray's processes), not ~/.ray/auth_token."""
+    import secrets
+
+    from ray._private import ray_constants
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    if os.environ.pop("RAY_AUTH_MODE", "token").lower() != "token":
+        print("warning: RAY_AUTH_MODE ignored: the local Ray always requires its token", file=sys.stderr)
+    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+
+
+def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None = None, on_result=None):
+    """Score the job's pending videos on `workers` Ray actors: on the cluster at `ray_address`,
+    else on a local Ray; a Ray this call started or connected to is shut down at the end."""
+    import ray
+    loop = _Loop(store, job_id, on_result)
+    started_here = not ray.is_initialized()
+
+    def body():
+        if started_here:
+            start_ray(ray_address, workers)
+        mesh = bool(loop.spec.mesh)
+        threads = 0 if mesh else max(1, (os.cpu_count() or 1) // workers)
+        actor_class = ray.remote(Scorer).options(num_cpus=0 if mesh else 1, max_restarts=0)
+        actors = [actor_class.remote(loop.spec, threads) for _ in range(workers)]
+        load = {a: 0 for a in actors}
+        flying: dict = {}  # ObjectRef -> (actor, seq, item)
+        actor_failures = 0
+        while True:
+            for actor in sorted(load, key=load.get):  # least loaded first
+                while load[actor] < QUEUED_PER_ACTOR and not loop.cancelled:
+                    nxt = loop.next_item()
+                    if nxt is None:
+                        break
+                    seq, item = nxt
+                    flying[actor.score.remote(seq, item.model, item.video)] = (actor, seq, item)
+                    load[actor] += 1
+            telemetry.JOB_IN_FLIGHT.set(len(flying))
+            if not flying:
+                if loop.cancelled or loop.exhausted():
+                    return
+                time.sleep(0.05)  # only retries waiting for their pause
+                continue
+            ready, _ = ray.wait(list(flying), num_returns=1, timeout=1.0)
+            for ref in ready:
+                actor, seq, item = flying.pop(ref)
+                if actor in load:  # not when it died and was replaced already (its other calls fail too)
+                    load[actor] -= 1
+                try:
+                    _, kind, payload = ray.get(ref)
+                except ray.exceptions.RayActorError as err:  # died (OOM, crash): replace it
+                    actor_failures += 1
+                    if actor_failures > MAX_ATTEMPTS * workers:
+                        raise JobStopped(f"Ray actors keep dying ({_first_line(err)})") from None
+                    if actor in load:
+                        del load[actor]
+                        new = actor_class.remote(loop.spec, threads)
+                        load[new] = 0
+                    loop.transient(seq, item, f"actor died: {_first_line(err)}")
+                    continue
+                if kind == "ok":
+                    loop.commit(VideoResult.from_json(payload))
+                else:
+                    loop.transient(seq, item, payload)
+            loop.beat()
+    try:
+        return _run(loop, body)
+    finally:
+        telemetry.JOB_IN_FLIGHT.set(0)
+        if started_here:
+            ray.shutdown()
+
+
+def _first_line(err) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]

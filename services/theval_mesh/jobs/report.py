@@ -1,0 +1,50 @@
+"""From a job's committed results to every output file and the leaderboard: shared by
+`theval evaluate` and `theval bulk results`."""
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from theval_mesh.core import aggregate
+from theval_mesh.core.results import FAILED, VideoResult
+from theval_mesh.jobs import outputs
+from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.scoring.final_score import leaderboard
+
+
+def write_report(out: Path, store, job) -> tuple:
+    """(board, results, paths) of the job, its files written to `out`."""
+    spec = job.spec
+    results = list(store.results(job.id))
+    names = [name for name, _ in spec.inputs]
+    rows = aggregate.model_rows(results, names)
+    if rows[0].provenance is None:
+        raise UserError(f"no GT video could be scored (see {out / 'results.csv'}): nothing to compare with")
+    board = leaderboard(rows, gt_name=spec.gt_name, weights=spec.weights)
+    run_info = {"job": job.id, "gt": spec.inputs[0][1], "models": dict(spec.inputs[1:]),
+                "settings": spec.settings, "workers": spec.workers, "provenance": rows[0].provenance,
+                "warnings": board.warnings}
+    paths = outputs.write_all(out, results, rows, board, run_info)
+    return board, results, paths
+
+
+class Progress:
+    """A videos bar, and one line per failed video or warning, fed by the runner's on_result."""
+
+    def __init__(self, job, enabled: bool = True):
+        skipped = job.done + job.failed
+        self.bar = tqdm(total=job.total, initial=skipped, desc="videos", unit="video", disable=not enabled)
+        if skipped:
+            self.bar.write(f"resuming: {skipped} video(s) already scored with these settings are skipped",
+                           file=sys.stderr)
+
+    def __call__(self, result: VideoResult):
+        if result.status == FAILED:
+            self.bar.write(f"FAILED  [{result.model}] {result.video}: {result.reason}")
+        for w in result.warnings:
+            if not w.startswith("Traceback"):
+                self.bar.write(f"warning [{result.model}] {result.video}: {w}")
+        self.bar.update(1)
+
+    def close(self):
+        self.bar.close()

@@ -1,0 +1,220 @@
+"""Reading and writing score tables: raw metric CSVs (reference layout), leaderboards, published data.
+
+The only module of the scoring package that touches files.
+"""
+import csv
+import io
+import math
+from importlib import resources
+from pathlib import Path
+
+from theval_mesh.pure.scoring.compat import PUBLISHED_PROVENANCE
+from theval_mesh.pure.scoring.errors import ScoringError
+from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow
+from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS, canonical_metric
+
+COUNT_PREFIX = "n:"  # count columns "n:<metric>" come after the 8 metrics
+DATA_PACKAGE = "theval_mesh"
+SHORT = {  # terminal column headers
+    "Global aesthetic": "Aesth", "Mouth quality": "Mouth", "Face quality": "Face",
+    "Lip dynamics": "LipDyn", "Head motion dynamics": "Head", "Eyebrow dynamics": "Brow",
+    "Silent lip stability": "Silent", "Lip sync": "LipSync",
+    "Quality": "Qual", "Naturalness": "Nat", "Synchronization": "Sync", FINAL: "FINAL",
+}
+
+
+# ------------------------------------------------------------------------------ raw metric CSVs
+def read_raw_csv(path, model_column: str = "Model") -> list[RawRow]:
+    """Rows of a raw metric CSV as written by the reference code or write_raw_csv.
+
+    Model names come from `model_column`, else from the first column when it is not a metric.
+    Metric columns may use any alias; other columns are ignored; "n:<metric>" columns give counts.
+    An empty or "nan" cell is NaN (no video had that metric).
+    """
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            return _parse_raw(f.read(), str(path), model_column)
+    except OSError as err:
+        raise ScoringError(f"cannot read raw metrics {path}: {err.strerror}") from None
+
+
+def _parse_raw(text: str, source: str, model_column: str = "Model") -> list[RawRow]:
+    lines = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    if not lines:
+        raise ScoringError(f"{source}: empty file, expected a header and one row per model")
+    header = [h.strip() for h in lines[0]]
+    if model_column in header:
+        model_index = header.index(model_column)
+    elif canonical_metric(header[0]) is None:  # reference code: first column is the index
+        model_index = 0
+    else:
+        raise ScoringError(f"{source}: no {model_column!r} column and the first column is a "
+                           "metric; add a column with the model names")
+
+    metric_at, count_at = {}, {}
+    for i, name in enumerate(header):
+        if i == model_index:
+            continue
+        is_count = name.lower().startswith(COUNT_PREFIX)
+        metric = canonical_metric(name[len(COUNT_PREFIX):] if is_count else name)
+        if metric is None:
+            continue  # extra columns are ignored, as in the reference code
+        target = count_at if is_count else metric_at
+        if metric in target:
+            raise ScoringError(f"{source}: columns {header[target[metric]]!r} and {name!r} "
+                               f"both give {metric}")
+        target[metric] = i
+    missing = [m for m in METRICS if m not in metric_at]
+    if missing:
+        raise ScoringError(f"{source}: missing required metric column(s): {', '.join(missing)}")
+
+    rows, seen = [], set()
+    for line_no, cells in enumerate(lines[1:], start=2):
+        cells = [c.strip() for c in cells] + [""] * (len(header) - len(cells))  # short row: empty
+        model = cells[model_index]
+        if not model:
+            raise ScoringError(f"{source}: line {line_no} has no model name")
+        if model in seen:
+            raise ScoringError(f"{source}: model {model!r} appears more than once")
+        seen.add(model)
+        where = f"{source}: row {model!r} (line {line_no}), column"
+        values = {m: _number(cells[i], f"{where} {header[i]!r}") for m, i in metric_at.items()}
+        counts = None
+        if count_at:
+            counts = {m: _count(cells[i], f"{where} {header[i]!r}")
+                      for m, i in count_at.items() if cells[i]}
+        rows.append(RawRow(model=model, values={m: values[m] for m in METRICS}, counts=counts))
+    return rows
+
+
+def _number(text: str, where: str) -> float:
+    if text == "":
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        raise ScoringError(f"{where}: {text!r} is not a number") from None
+
+
+def _count(text: str, where: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value.is_integer() or value < 0:
+        raise ScoringError(f"{where}: {text!r} is not a video count")
+    return int(value)
+
+
+def write_raw_csv(rows, path) -> None:
+    """Reference layout (Model + the 8 metrics, so the reference code reads it), then counts."""
+    rows = list(rows)
+    with_counts = any(r.counts for r in rows)
+    header = ["Model", *METRICS] + ([COUNT_PREFIX + m for m in METRICS] if with_counts else [])
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        for r in rows:
+            values = {canonical_metric(k): v for k, v in r.values.items()}
+            line = [r.model] + [repr(float(values[m])) for m in METRICS]  # repr: exact round trip
+            if with_counts:
+                counts = r.counts or {}
+                line += [str(counts[m]) if m in counts else "" for m in METRICS]
+            writer.writerow(line)
+
+
+# ------------------------------------------------------------------------------ published data
+def _data_text(name: str) -> str:
+    return resources.files(DATA_PACKAGE).joinpath("data").joinpath(name).read_text(encoding="utf-8-sig")
+
+
+def published_gt() -> RawRow:
+    """The published GT row (THEval dataset, reference code), with provenance source=published."""
+    (row,) = _parse_raw(_data_text("published_gt_metrics.csv"), "published_gt_metrics.csv")
+    return RawRow(model=row.model, values=row.values, counts=None,
+                  provenance=dict(PUBLISHED_PROVENANCE))
+
+
+def published_leaderboard() -> list[dict]:
+    """Published leaderboard rows: {"model", "type", "scores": {metric: float}, "final"}."""
+    out = []
+    for r in csv.DictReader(io.StringIO(_data_text("published_leaderboard.csv"))):
+        out.append({"model": r["Model"], "type": r["Type"],
+                    "scores": {m: float(r[m]) for m in METRICS}, "final": float(r[FINAL])})
+    return out
+
+
+# ------------------------------------------------------------------------------ leaderboards
+def _fmt(value, decimals: int, nan: str) -> str:
+    return nan if math.isnan(value) else f"{value:.{decimals}f}"
+
+
+def _columns(row, decimals: int, nan: str) -> list[str]:
+    numbers = ([row.scores[m] for m in METRICS] + [row.groups[g] for g in GROUPS] + [row.final])
+    return [_fmt(v, decimals, nan) for v in numbers]
+
+
+def _videos(counts) -> str:
+    """Videos behind the means, compactly: "n=30", or "n=28..30" when metrics differ."""
+    numbers = [counts[m] for m in METRICS if m in counts] if counts else []
+    if not numbers:
+        return "-"
+    low, high = min(numbers), max(numbers)
+    return f"n={low}" if low == high else f"n={low}..{high}"
+
+
+def _rank(row) -> str:
+    return "GT" if row.is_gt else ("-" if row.rank is None else str(row.rank))
+
+
+def write_leaderboard_csv(board: Leaderboard, path, decimals: int = 4) -> None:
+    """Rank, Model, 8 normalised scores, 3 groups, Final score, "n:<metric>" counts, Note."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["Rank", "Model", *METRICS, *GROUPS, FINAL,
+                         *(COUNT_PREFIX + m for m in METRICS), "Note"])
+        for row in board.rows:
+            counts = row.counts or {}
+            rank = "" if row.rank is None else str(row.rank)  # numeric column: blank when unranked
+            writer.writerow([rank, row.model, *_columns(row, decimals, "nan"),
+                             *(str(counts[m]) if m in counts else "" for m in METRICS),
+                             "ground truth" if row.is_gt else row.note])
+
+
+def _weights_line(board: Leaderboard) -> str:
+    changed = [f"{m}={w:g}" for m, w in board.weights.items() if w != 1.0]
+    return f"Weights: {', '.join(changed)} (others 1)" if changed else ""
+
+
+def leaderboard_markdown(board: Leaderboard, decimals: int = 4) -> str:
+    header = ["Rank", "Model", *METRICS, *GROUPS, FINAL, "Videos"]
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join(["---:", "---"] + ["---:"] * (len(header) - 2)) + "|"]
+    for row in board.rows:
+        cells = [_rank(row), row.model.replace("|", "\\|"), *_columns(row, decimals, "n/a"),
+                 _videos(row.counts)]
+        lines.append("| " + " | ".join(cells) + " |")
+    extra = [line for line in [_weights_line(board)] if line]
+    extra += [f"- Note, {r.model}: {r.note}" for r in board.rows if r.note]
+    extra += [f"- **Warning**: {w}" for w in board.warnings]
+    return "\n".join(lines + ([""] + extra if extra else [])) + "\n"
+
+
+def format_leaderboard_text(board: Leaderboard, decimals: int = 4) -> str:
+    """Aligned plain-text table for the terminal, with a legend, notes and warnings."""
+    header = ["Rank", "Model"] + [SHORT[c] for c in (*METRICS, *GROUPS, FINAL)] + ["Videos"]
+    table = [header] + [[_rank(r), r.model, *_columns(r, decimals, "n/a"), _videos(r.counts)]
+                        for r in board.rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    out = []
+    for line in table:
+        cells = [c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))]
+        out.append("  ".join(cells).rstrip())
+    out.append("")
+    out.append("Legend: " + ", ".join(f"{SHORT[c]}={c}" for c in (*METRICS, *GROUPS, FINAL)))
+    out += [line for line in [_weights_line(board)] if line]
+    out += [f"note: {r.model}: {r.note}" for r in board.rows if r.note]
+    out += [f"WARNING: {w}" for w in board.warnings]
+    return "\n".join(out)

@@ -1,7 +1,0 @@
-"""Quality metrics backend (pyiqa models or a training-free proxy) and its weights store."""
-from theval_mesh.quality.backend import MODES, QualityBackend
-from theval_mesh.quality.registry import METRIC_MODELS, MODELS, QualityModel, WeightFile
-from theval_mesh.quality.weights_store import default_store, fetch, missing_files, sha256_file, status, verify
-
-__all__ = ["METRIC_MODELS", "MODELS", "MODES", "QualityBackend", "QualityModel", "WeightFile",
-           "default_store", "fetch", "missing_files", "sha256_file", "status", "verify"]

@@ -1,0 +1,327 @@
+"""Settings of a mesh server: one object from flags and THEVAL_* environment variables.
+
+A flag wins over its environment variable, which wins over the default. Everything is checked
+at start-up; a missing required setting stops the server with a message naming the flag and
+the variable. Every option is declared once, in OPTIONS.
+"""
+import argparse
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.limits import Limits
+from theval_mesh.pure.metrics.profiles import PROFILES, REFERENCE
+from theval_mesh.pure.settings import QUALITY_MODES, RunSettings
+from theval_mesh.rpc.security import ClientSecurity, Tokens, is_loopback
+
+DEPENDENCIES = ("landmarks", "headpose", "quality", "audio")  # what the evaluator calls
+SERVICES = DEPENDENCIES + ("evaluator",)
+READS_VIDEOS = ("landmarks", "quality", "audio", "evaluator")
+ON_TRITON = ("quality", "audio")  # services whose models can run on Triton
+BACKENDS = ("inprocess", "triton")
+MIB = 1024 ** 2
+
+
+@dataclass(frozen=True)
+class Option:
+    dest: str
+    env: str
+    help: str
+    kind: type = str          # str, int, float, bool, list (list: repeatable flag, os.pathsep in env)
+    default: object = None
+    services: tuple = SERVICES  # which services take it
+    required: tuple = ()        # for which services it must be set
+    choices: tuple | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.dest.replace("_", "-")
+
+
+OPTIONS = (
+    Option("host", "THEVAL_HOST", "address to listen on (default 127.0.0.1: loopback only)",
+           default="127.0.0.1"),
+    Option("port", "THEVAL_PORT", "gRPC port (0: any free port, printed at start-up)", int,
+           required=SERVICES),
+    Option("metrics_port", "THEVAL_METRICS_PORT", "Prometheus /metrics HTTP port (0: any free port)", int,
+           required=SERVICES),
+    Option("allow_root", "THEVAL_ALLOWED_ROOTS",
+           f"a folder whose videos may be read by URI (repeatable; env: folders joined by '{os.pathsep}')",
+           list, services=READS_VIDEOS, required=READS_VIDEOS),
+    Option("max_video_bytes", "THEVAL_MAX_VIDEO_BYTES", "largest video accepted as bytes (default 64 MiB)",
+           int, 64 * MIB, services=READS_VIDEOS),
+    Option("max_message_bytes", "THEVAL_MAX_MESSAGE_BYTES",
+           "largest message between services: video bytes plus landmark arrays (default 1 GiB)",
+           int, 1024 * MIB),
+    Option("max_side_px", "THEVAL_MAX_SIDE_PX", "largest video side accepted, px", int, 4096,
+           services=READS_VIDEOS),
+    # headpose too: its largest request is the landmarks of the longest video.
+    Option("max_duration_s", "THEVAL_MAX_DURATION_S", "longest video accepted, s", float, 600.0,
+           services=READS_VIDEOS + ("headpose",)),
+    # TLS on the gRPC port; beyond loopback it is required, with authentication (common.security).
+    Option("tls_cert", "THEVAL_TLS_CERT", "PEM certificate (chain) of this server: serve TLS"),
+    Option("tls_key", "THEVAL_TLS_KEY", "PEM private key of --tls-cert"),
+    Option("tls_client_ca", "THEVAL_TLS_CLIENT_CA",
+           "PEM CA certificate: callers must present a certificate it signed (mutual TLS)"),
+    Option("workers", "THEVAL_WORKERS", "gRPC worker threads: calls served at once, more are refused with "
+           "RESOURCE_EXHAUSTED (default 8)", int, 8),
+    Option("stream_limit", "THEVAL_STREAM_LIMIT", "streaming calls (EvaluateStream, StreamJob) open at once, "
+           "within --workers (default: half the workers)", int, services=("evaluator",)),
+    Option("stream_idle_s", "THEVAL_STREAM_IDLE_S", "an EvaluateStream that sent no request for this long, with "
+           "none of its videos being scored, is ended (default 60 s)", float, 60.0, services=("evaluator",)),
+    Option("stream_max_s", "THEVAL_STREAM_MAX_S", "longest a streaming call stays open (default 3600 s)", float,
+           3600.0, services=("evaluator",)),
+    Option("grace_s", "THEVAL_GRACE_S", "on SIGTERM, time in-flight calls get to finish (default 30 s)",
+           float, 30.0),
+    # The run settings: the evaluator's defaults; the quality service loads these models first.
+    Option("profile", "THEVAL_PROFILE", "default metric profile", default=REFERENCE, choices=PROFILES,
+           services=("quality", "evaluator")),
+    Option("quality", "THEVAL_QUALITY", "default quality mode (the quality service loads it at start-up)",
+           default="auto", choices=QUALITY_MODES, services=("quality", "evaluator")),
+    Option("frame_stride", "THEVAL_FRAME_STRIDE", "default frame stride", int, 1, services=("evaluator",)),
+    Option("single_pass", "THEVAL_SINGLE_PASS", "default: one shared FaceMesh pass (speed option) instead "
+           "of the reference's own passes", bool, False, services=("evaluator",)),
+    Option("normalise_translation", "THEVAL_NORMALISE_TRANSLATION",
+           "default: head-motion translation at 512 px", bool, False, services=("evaluator",)),
+    Option("weights_store", "THEVAL_WEIGHTS", "quality model weights folder", services=("quality",)),
+    # Where the neural models run: in this process, or on a Triton server (triton_models/).
+    Option("backend", "THEVAL_BACKEND", "where the models run: inprocess (default) or triton",
+           default="inprocess", choices=BACKENDS, services=ON_TRITON),
+    Option("triton_url", "THEVAL_TRITON_URL", "HOST:PORT of Triton's gRPC endpoint (with --backend triton)",
+           services=ON_TRITON),
+    # The evaluator
+    Option("store", "THEVAL_STORE", "SQLite file of the GT reference sets and scored videos (created if absent)",
+           services=("evaluator",), required=("evaluator",)),
+    *(Option(f"{d}_addr", f"THEVAL_{d.upper()}_ADDR", f"HOST:PORT of the {d} service",
+             services=("evaluator",), required=("evaluator",)) for d in DEPENDENCIES),
+    Option("tokens_file", "THEVAL_TOKENS_FILE",
+           "bearer tokens accepted on the API, one 'IDENTITY TOKEN' per line, mode 600 (env THEVAL_TOKENS may hold "
+           "the lines instead); required beyond loopback", services=("evaluator",)),
+    Option("tls_ca", "THEVAL_TLS_CA", "PEM CA certificate of the services this one calls: reach them over TLS "
+           "(presenting --tls-cert/--tls-key when they require client certificates)", services=("evaluator",)),
+    Option("call_timeout_s", "THEVAL_CALL_TIMEOUT_S",
+           "deadline of each call to a service, within the caller's own (default 600 s)", float, 600.0,
+           services=("evaluator",)),
+    Option("retries", "THEVAL_RETRIES", "retries of a call that found its service UNAVAILABLE (default 3)",
+           int, 3, services=("evaluator",)),
+    Option("concurrency", "THEVAL_CONCURRENCY",
+           "videos of one EvaluateStream or CreateReference scored at once (default 2)", int, 2,
+           services=("evaluator",)),
+    Option("job_workers", "THEVAL_JOB_WORKERS", "Ray workers of a submitted job unless it says (default 2)",
+           int, 2, services=("evaluator",)),
+    Option("max_job_workers", "THEVAL_MAX_JOB_WORKERS", "most Ray workers a submitted job may ask for (default 4)",
+           int, 4, services=("evaluator",)),
+    Option("max_jobs", "THEVAL_MAX_JOBS", "submitted jobs running at once (default 2)", int, 2,
+           services=("evaluator",)),
+    Option("ray_address", "THEVAL_RAY_ADDRESS",
+           "the Ray cluster that runs submitted jobs (default: each job's driver starts a local Ray)",
+           services=("evaluator",)),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    service: str
+    host: str
+    port: int
+    metrics_port: int
+    allowed_roots: tuple = ()
+    max_video_bytes: int = 64 * MIB
+    max_message_bytes: int = 1024 * MIB
+    limits: Limits = field(default_factory=Limits)
+    workers: int = 8
+    stream_limit: int | None = None  # None: half the workers
+    stream_idle_s: float = 60.0
+    stream_max_s: float = 3600.0
+    grace_s: float = 30.0
+    run: RunSettings = field(default_factory=RunSettings)
+    weights_store: str | None = None
+    backend: str = "inprocess"
+    triton_url: str | None = None
+    store: str | None = None
+    dependencies: dict = field(default_factory=dict)  # service name -> HOST:PORT
+    call_timeout_s: float = 600.0
+    retries: int = 3
+    concurrency: int = 2
+    job_workers: int = 2
+    max_job_workers: int = 4
+    max_jobs: int = 2
+    ray_address: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    tls_ca: str | None = None
+    tokens: Tokens = field(default_factory=lambda: Tokens([]))
+
+    @property
+    def streams(self) -> int:
+        """Streaming calls served at once: they hold a worker each, for long."""
+        return self.stream_limit or max(1, self.workers // 2)
+
+    def client_security(self, token: str | None = None) -> ClientSecurity:
+        """How this server reaches the services it calls."""
+        return ClientSecurity(self.tls_ca, self.tls_cert if self.tls_ca else None,
+                              self.tls_key if self.tls_ca else None, token)
+
+
+def add_options(parser: argparse.ArgumentParser, services=SERVICES):
+    """Flags for the options any of `services` takes. Defaults stay None so that load() can tell
+    a flag from an environment variable."""
+    for o in OPTIONS:
+        if not set(o.services) & set(services):
+            continue
+        shown = "" if o.default in (None, False) or "default" in o.help else f" (default {o.default})"
+        text = f"{o.help}{shown} [env {o.env}]"
+        if o.kind is bool:
+            parser.add_argument(o.flag, dest=o.dest, action="store_const", const=True, help=text)
+        elif o.kind is list:
+            parser.add_argument(o.flag, dest=o.dest, action="append", metavar="DIR", help=text)
+        else:
+            unit = o.dest.split("_")[-1].upper()
+            metavar = None if o.choices else unit if unit in ("PORT", "BYTES", "PX", "S", "ADDR") else \
+                "N" if o.kind is int else {"store": "FILE", "weights_store": "DIR"}.get(o.dest, unit)
+            parser.add_argument(o.flag, dest=o.dest, type=o.kind, choices=o.choices, metavar=metavar, help=text)
+
+
+def _value(o: Option, args, environ):
+    given = getattr(args, o.dest, None)
+    if given is not None:
+        return given, o.flag
+    text = environ.get(o.env)
+    if text is None or text == "":
+        return o.default, None
+    try:
+        if o.kind is bool:
+            if text.lower() not in ("1", "true", "yes", "0", "false", "no"):
+                raise ValueError
+            return text.lower() in ("1", "true", "yes"), o.env
+        if o.kind is list:
+            return [p for p in text.split(os.pathsep) if p], o.env
+        value = o.kind(text)
+    except ValueError:
+        raise UserError(f"{o.env}={text!r} is not a valid {o.kind.__name__}: {o.help}") from None
+    if o.choices and value not in o.choices:
+        raise UserError(f"{o.env}={text!r}: use one of {', '.join(o.choices)}")
+    return value, o.env
+
+
+def load(service: str, args=None, environ=None) -> Config:
+    """The checked Config of `service` from parsed flags and the environment."""
+    if service not in SERVICES:
+        raise UserError(f"unknown service {service!r}: use one of {', '.join(SERVICES)}")
+    args = args if args is not None else argparse.Namespace()
+    environ = os.environ if environ is None else environ
+    v, origin = {}, {}
+    for o in OPTIONS:
+        if service not in o.services:
+            continue
+        v[o.dest], origin[o.dest] = _value(o, args, environ)
+        if service in o.required and v[o.dest] in (None, []):
+            raise UserError(f"missing required setting {o.flag} (or {o.env}) for the {service} "
+                            f"service: {o.help}")
+
+    def where(dest):
+        o = next(o for o in OPTIONS if o.dest == dest)
+        return origin.get(dest) or f"{o.flag} (or {o.env})"
+
+    def check(dest, ok, what):
+        if dest in v and v[dest] is not None and not ok(v[dest]):
+            raise UserError(f"{where(dest)}={v[dest]!r}: {what}")
+
+    for dest in ("port", "metrics_port"):
+        check(dest, lambda p: 0 <= p <= 65535, "must be a port number 0-65535 (0: any free port)")
+    for dest in ("max_video_bytes", "max_message_bytes", "max_side_px", "workers", "frame_stride",
+                 "concurrency", "job_workers", "max_job_workers", "max_jobs"):
+        check(dest, lambda x: x >= 1, "must be at least 1")
+    for dest in ("max_duration_s", "call_timeout_s"):
+        check(dest, lambda x: x > 0, "must be more than 0")
+    check("stream_limit", lambda x: 1 <= x <= v["workers"], f"must be 1 to --workers ({v['workers']})")
+    for dest in ("stream_idle_s", "stream_max_s"):
+        check(dest, lambda x: x > 0, "must be more than 0")
+    for dest in ("grace_s", "retries"):
+        check(dest, lambda x: x >= 0, "must not be negative")
+    check("max_message_bytes", lambda x: x < 2 ** 31, "must be under 2 GiB (gRPC's limit)")
+    if "max_video_bytes" in v and v["max_video_bytes"] + MIB > v["max_message_bytes"]:
+        raise UserError(f"{where('max_video_bytes')}={v['max_video_bytes']} must be at least 1 MiB under "
+                        f"{where('max_message_bytes')}={v['max_message_bytes']}")
+
+    roots = []
+    for root in v.get("allow_root") or []:
+        p = Path(root).expanduser()
+        if not p.is_dir():
+            raise UserError(f"{where('allow_root')}: allowed root {root!r} is not an existing folder")
+        roots.append(os.path.realpath(p))
+
+    def check_address(dest):
+        host, _, port = v[dest].rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UserError(f"{where(dest)}={v[dest]!r}: expected HOST:PORT, e.g. 127.0.0.1:50052")
+        return v[dest]
+
+    deps = {d: check_address(f"{d}_addr") for d in (DEPENDENCIES if service == "evaluator" else ())}
+    if v.get("backend") == "triton":
+        if not v.get("triton_url"):
+            raise UserError(f"{where('backend')}=triton needs --triton-url (or THEVAL_TRITON_URL): "
+                            "HOST:PORT of Triton's gRPC endpoint (`theval triton up` prints it)")
+        check_address("triton_url")
+
+    tokens = Tokens.load(v.get("tokens_file"), environ) if service == "evaluator" else Tokens([])
+    _check_security(service, v, tokens, where)
+    if "job_workers" in v and v["job_workers"] > v["max_job_workers"]:
+        raise UserError(f"{where('job_workers')}={v['job_workers']} is over {where('max_job_workers')}="
+                        f"{v['max_job_workers']}")
+
+    store = v.get("store")
+    if store is not None:
+        parent = Path(store).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise UserError(f"{where('store')}={store!r}: folder {parent} does not exist")
+        store = str(Path(store).expanduser().resolve())
+
+    try:
+        run = RunSettings(profile=v.get("profile") or REFERENCE, quality=v.get("quality") or "auto",
+                          frame_stride=v.get("frame_stride") or 1,
+                          single_pass=bool(v.get("single_pass")),
+                          normalise_translation=bool(v.get("normalise_translation")),
+                          limits=_limits(v))
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    keep = {k: v[k] for k in ("max_video_bytes", "max_message_bytes", "workers", "stream_limit", "stream_idle_s",
+                              "stream_max_s", "grace_s", "weights_store",
+                              "backend", "triton_url", "call_timeout_s", "retries", "concurrency", "job_workers",
+                              "max_job_workers", "max_jobs", "ray_address", "tls_cert", "tls_key", "tls_client_ca",
+                              "tls_ca") if k in v}
+    return Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],
+                  allowed_roots=tuple(roots), run=run, limits=run.limits, store=store, dependencies=deps,
+                  tokens=tokens, **keep)
+
+
+def _check_security(service: str, v: dict, tokens: Tokens, where):
+    """TLS files come in pairs; nothing beyond loopback runs without TLS and authentication:
+    tokens on the evaluator's API, mutual TLS on the services behind it."""
+    for dest in ("tls_cert", "tls_key", "tls_client_ca", "tls_ca"):
+        if v.get(dest) and not Path(v[dest]).expanduser().is_file():
+            raise UserError(f"{where(dest)}={v[dest]!r}: no such file")
+    if bool(v.get("tls_cert")) != bool(v.get("tls_key")):
+        raise UserError(f"TLS needs both {where('tls_cert')} and {where('tls_key')}")
+    if v.get("tls_client_ca") and not v.get("tls_cert"):
+        raise UserError(f"{where('tls_client_ca')} (mutual TLS) needs TLS: set --tls-cert and --tls-key")
+    if is_loopback(v["host"]):
+        return
+    missing = [] if v.get("tls_cert") else ["TLS (--tls-cert, --tls-key)"]
+    if service == "evaluator" and not tokens:
+        missing.append("bearer tokens (--tokens-file or THEVAL_TOKENS)")
+    if service != "evaluator" and not v.get("tls_client_ca"):
+        missing.append("client certificates (--tls-client-ca: mutual TLS with the evaluator)")
+    if missing:
+        raise UserError(f"--host {v['host']} listens beyond loopback: that needs {' and '.join(missing)}; "
+                        "or listen on 127.0.0.1")
+
+
+def _limits(v) -> Limits:
+    """Size limits; a video given as bytes is limited by max_video_bytes before it is decoded."""
+    base = Limits()
+    return Limits(max_side_px=v.get("max_side_px") or base.max_side_px,
+                  max_duration_s=v.get("max_duration_s") or base.max_duration_s,
+                  max_bytes=base.max_bytes)

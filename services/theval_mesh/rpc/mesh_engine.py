@@ -1,0 +1,71 @@
+"""The engine's interface over a running mesh: `theval evaluate --mesh HOST:PORT` scores each
+video with the evaluator's Evaluate call instead of in-process, and writes the same files."""
+import os
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from theval_mesh.core.results import VideoResult
+from theval_mesh.pure.errors import ServiceError, UserError
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc import wire
+from theval_mesh.rpc.admission import is_busy
+from theval_mesh.rpc.protocol import RESULT_TRAILER
+from theval_mesh.rpc.security import ClientSecurity, client_channel
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
+
+READY_TIMEOUT_S = 10.0
+
+
+class MeshEngine:
+    """score_video() like Engine's, through the evaluator; thread-safe."""
+
+    def __init__(self, address: str, settings: RunSettings, timeout_s: float = 3600.0):
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise UserError(f"--mesh {address!r}: expected HOST:PORT of the evaluator, e.g. 127.0.0.1:50051")
+        self.address, self.settings, self.timeout_s = address, settings, timeout_s
+        # TLS and the token from THEVAL_TLS_CA / THEVAL_TOKEN (a job's workers inherit them).
+        self.channel = client_channel(address, ClientSecurity.from_env(),
+                                      options=[("grpc.max_receive_message_length", 64 << 20)])
+        self.stub = evaluator_pb2_grpc.EvaluatorServiceStub(self.channel)
+        self._check_serving()
+
+    def _check_serving(self):
+        try:
+            status = health_pb2_grpc.HealthStub(self.channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=READY_TIMEOUT_S, wait_for_ready=True).status
+        except grpc.RpcError as err:
+            if err.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise UserError(f"the evaluator at {self.address} needs a token: set THEVAL_TOKEN (or "
+                                "THEVAL_TOKEN_FILE)") from None
+            raise UserError(f"no evaluator answers at {self.address} ({err.code().name}): start the mesh "
+                            "with `theval mesh up`") from None
+        if status != health_pb2.HealthCheckResponse.SERVING:
+            raise UserError(f"the evaluator at {self.address} is not serving yet (models loading, or a service "
+                            "it needs is down): see the `theval mesh up` output")
+
+    def score_video(self, path, model: str = "", on_frames=None) -> VideoResult:
+        # The evaluator reads the file itself: its allowed roots must include it.
+        uri = os.path.abspath(path)
+        request = evaluator_pb2.EvaluateRequest(video=common_pb2.VideoRef(uri=uri), name=str(path), model=model,
+                                                settings=wire.settings_to_proto(self.settings))
+        try:
+            response = self.stub.Evaluate(request, timeout=self.timeout_s)
+            result = wire.result_from_proto(response.result)
+        except grpc.RpcError as err:
+            trailer = dict(err.trailing_metadata() or ()).get(RESULT_TRAILER)
+            if is_busy(err):  # all its workers in use: transient, unlike an input over a limit
+                raise ServiceError("UNAVAILABLE", f"the evaluator at {self.address} is busy: {err.details()}") from None
+            if trailer is None:  # the mesh failed, not the video: retried, never recorded as the video's fault
+                raise ServiceError(err.code().name, f"the mesh at {self.address} could not score {path}: "
+                                   f"{err.details()}") from None
+            result = wire.result_from_proto(evaluator_pb2.VideoResult.FromString(trailer))
+            if result.reason:  # name the file as the user did, not as the server resolved it
+                result.reason = result.reason.replace(os.path.realpath(path), str(path))
+        if on_frames:
+            on_frames(result.frames_total)
+        return result
+
+    def close(self):
+        self.channel.close()

@@ -1,0 +1,227 @@
+"""Who may call a mesh server, and how clients reach one: TLS (mutual TLS as an option), bearer
+tokens for the evaluator's API, the caller's identity, names a caller may give things.
+
+Tokens come from a file (--tokens-file: one "IDENTITY TOKEN" per line) or the environment
+(THEVAL_TOKENS: the same lines, or pairs separated by commas). They are kept as SHA-256 digests,
+compared in constant time with every entry, and never logged. Health checks answer without a
+token (Kubernetes probes); everything else needs one when tokens are configured.
+"""
+import hashlib
+import hmac
+import ipaddress
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from theval_mesh.pure.errors import UserError
+
+HEADER = "authorization"
+OPEN_METHODS = ("/grpc.health.v1.Health/",)
+MIN_TOKEN_CHARS = 24
+NAME = re.compile(r"[\w][\w .:@+()#/-]*")  # letters and digits of any script, and a few separators
+MAX_NAME = 128
+ANONYMOUS = ""  # the identity of every caller of a server without tokens (loopback only)
+
+
+def check_name(what: str, name: str, max_chars: int = MAX_NAME) -> str:
+    """A name a caller gives a model, reference set or job input: 1-max_chars characters,
+    letters, digits and . : @ + ( ) # / - _ and spaces inside; the error shows at most 40."""
+    if not name or len(name) > max_chars or not NAME.fullmatch(name) or name != name.strip():
+        shown = name[:40] + ("..." if len(name) > 40 else "")
+        raise UserError(f"{what} {shown!r} ({len(name)} characters): use 1-{max_chars} letters, digits, spaces "
+                        "and . : @ + ( ) # / - _ (not at the ends)")
+    return name
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+class Tokens:
+    """Accepted bearer tokens and the identity each one stands for."""
+
+    def __init__(self, pairs: list[tuple[str, str]]):
+        self._entries = [(_digest(token), identity) for identity, token in pairs]
+
+    def add(self, identity: str, token: str):
+        self._entries.append((_digest(token), identity))
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __bool__(self):
+        return bool(self._entries)
+
+    def __repr__(self):  # never the tokens, not even their digests
+        return f"Tokens({len(self._entries)} identities)"
+
+    @classmethod
+    def parse(cls, text: str, origin: str) -> "Tokens":
+        pairs = []
+        for n, line in enumerate(re.split(r"[\n,]", text), 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            fields = line.split()
+            if len(fields) != 2:
+                raise UserError(f"{origin}: entry {n}: expected 'IDENTITY TOKEN'")
+            identity, token = fields
+            check_name(f"{origin}: entry {n}: identity", identity)
+            if len(token) < MIN_TOKEN_CHARS:
+                raise UserError(f"{origin}: entry {n}: the token of {identity!r} is shorter than {MIN_TOKEN_CHARS} "
+                                "characters; make one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`")
+            pairs.append((identity, token))
+        if not pairs:
+            raise UserError(f"{origin}: no tokens in it")
+        return cls(pairs)
+
+    @classmethod
+    def load(cls, path: str | None, environ) -> "Tokens":
+        """From --tokens-file (readable by its owner only, as ssh keys are) or THEVAL_TOKENS."""
+        if path:
+            p = Path(path).expanduser()
+            if not p.is_file():
+                raise UserError(f"--tokens-file {path}: no such file")
+            if p.stat().st_mode & 0o077:
+                raise UserError(f"--tokens-file {path}: readable by others; run `chmod 600 {path}`")
+            return cls.parse(p.read_text(), f"--tokens-file {path}")
+        text = environ.get("THEVAL_TOKENS", "")
+        return cls.parse(text, "THEVAL_TOKENS") if text.strip() else cls([])
+
+    def identity(self, metadata) -> str | None:
+        """The identity of a call's `authorization: Bearer TOKEN`, None if absent or unknown.
+        Every entry is compared, whatever matches, so the time taken says nothing."""
+        value = dict(metadata or ()).get(HEADER, "")
+        scheme, _, token = value.partition(" ")
+        presented = _digest(token.strip()) if scheme.lower() == "bearer" else b""
+        found = None
+        for digest, identity in self._entries:
+            if hmac.compare_digest(digest, presented) and found is None:
+                found = identity
+        return found
+
+
+def caller(tokens: Tokens, context) -> str:
+    """The identity of the call being served (ANONYMOUS on a server without tokens)."""
+    if not tokens:
+        return ANONYMOUS
+    return tokens.identity(context.invocation_metadata()) or ANONYMOUS
+
+
+class AuthInterceptor(grpc.ServerInterceptor):
+    """Refuses every call but health checks without a known bearer token: UNAUTHENTICATED."""
+
+    def __init__(self, tokens: Tokens):
+        self.tokens = tokens
+
+    def intercept_service(self, continuation, details):
+        if details.method.startswith(OPEN_METHODS) or self.tokens.identity(details.invocation_metadata):
+            return continuation(details)
+        handler = continuation(details)
+        if handler is None:
+            return None
+
+        def refuse(request, context):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                          "missing or unknown bearer token: send 'authorization: Bearer TOKEN'")
+
+        kind = ("stream" if handler.request_streaming else "unary") + "_" + \
+               ("stream" if handler.response_streaming else "unary")
+        return getattr(grpc, f"{kind}_rpc_method_handler")(refuse, handler.request_deserializer,
+                                                           handler.response_serializer)
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).expanduser().read_bytes()
+    except OSError as err:
+        raise UserError(f"{what} {path}: {err.strerror}") from None
+
+
+def server_credentials(cert: str | None, key: str | None, client_ca: str | None):
+    """TLS credentials of a server (None: plaintext); with client_ca, clients must present a
+    certificate it signed (mutual TLS)."""
+    if not cert:
+        return None
+    return grpc.ssl_server_credentials([(_read(key, "--tls-key"), _read(cert, "--tls-cert"))],
+                                       root_certificates=_read(client_ca, "--tls-client-ca") if client_ca else None,
+                                       require_client_auth=bool(client_ca))
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How a client reaches a server: TLS trusting `ca` (None: plaintext), a client certificate
+    for mutual TLS, a bearer token."""
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    token: str | None = None
+
+    def __repr__(self):
+        return f"ClientSecurity(ca={self.ca!r}, cert={self.cert!r}, token={'set' if self.token else None})"
+
+    @classmethod
+    def from_env(cls, environ=None) -> "ClientSecurity":
+        """THEVAL_TLS_CA, THEVAL_TLS_CLIENT_CERT/KEY, THEVAL_TOKEN (or THEVAL_TOKEN_FILE)."""
+        env = os.environ if environ is None else environ
+        token = env.get("THEVAL_TOKEN") or None
+        if not token and env.get("THEVAL_TOKEN_FILE"):
+            token = _read(env["THEVAL_TOKEN_FILE"], "THEVAL_TOKEN_FILE").decode().strip()
+        return cls(env.get("THEVAL_TLS_CA") or None, env.get("THEVAL_TLS_CLIENT_CERT") or None,
+                   env.get("THEVAL_TLS_CLIENT_KEY") or None, token)
+
+    def env(self) -> dict:
+        """The environment that gives a child process this security (from_env reads it)."""
+        pairs = {"THEVAL_TLS_CA": self.ca, "THEVAL_TLS_CLIENT_CERT": self.cert, "THEVAL_TLS_CLIENT_KEY": self.key,
+                 "THEVAL_TOKEN": self.token}
+        return {k: v for k, v in pairs.items() if v}
+
+
+class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+              grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds the token to every call (also on plaintext loopback, where gRPC's call credentials
+    refuse to go)."""
+
+    def __init__(self, token: str):
+        self.header = (HEADER, f"Bearer {token}")
+
+    def _add(self, details):  # grpc passes a namedtuple
+        return details._replace(metadata=list(details.metadata or ()) + [self.header])
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._add(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._add(details), request)
+
+    def intercept_stream_unary(self, continuation, details, requests):
+        return continuation(self._add(details), requests)
+
+    def intercept_stream_stream(self, continuation, details, requests):
+        return continuation(self._add(details), requests)
+
+
+def client_channel(address: str, security: ClientSecurity | None = None, options=()) -> grpc.Channel:
+    """A channel to a mesh server: TLS when security.ca is set, the token on every call."""
+    security = security or ClientSecurity()
+    if security.ca:
+        credentials = grpc.ssl_channel_credentials(
+            _read(security.ca, "CA certificate"),
+            _read(security.key, "client key") if security.key else None,
+            _read(security.cert, "client certificate") if security.cert else None)
+        channel = grpc.secure_channel(address, credentials, options=list(options))
+    else:
+        channel = grpc.insecure_channel(address, options=list(options))
+    return grpc.intercept_channel(channel, _Bearer(security.token)) if security.token else channel

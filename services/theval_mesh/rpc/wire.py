@@ -1,0 +1,222 @@
+"""Conversions between the theval.v1 messages and the engine's arrays and records.
+
+Float series travel as packed repeated fields, bit-exact: landmarks as float32, everything the
+backends compute in float64 as double. Filling or reading a repeated field element by element
+costs ~25 ms per 100k floats with protobuf's upb runtime, so arrays are written and read as
+the packed field's wire bytes (tag, length, little-endian values), which is ~1 ms.
+"""
+import json
+
+import numpy as np
+
+from theval_mesh.backends.audio.series import AudioSeries
+from theval_mesh.backends.headpose.backend import HeadPose
+from theval_mesh.backends.landmarks.backend import LandmarkSeries
+from theval_mesh.backends.media.decode import VideoInfo
+from theval_mesh.core.results import VideoResult, in_metric_order
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
+
+_WIRE_DTYPE = {"float": "<f4", "double": "<f8"}
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def _dtype(message, name: str):
+    f = message.DESCRIPTOR.fields_by_name[name]
+    return f, _WIRE_DTYPE["float" if f.type == f.TYPE_FLOAT else "double"]
+
+
+def set_array(message, name: str, values):
+    """message.<name> (a repeated float/double field) := values, exactly."""
+    f, dtype = _dtype(message, name)
+    data = np.ascontiguousarray(values, dtype=dtype).tobytes()
+    message.ClearField(name)
+    if data:
+        message.MergeFromString(_varint(f.number << 3 | 2) + _varint(len(data)) + data)
+
+
+def get_array(message, name: str) -> np.ndarray:
+    """message.<name> as a numpy array (float32 or float64), exactly."""
+    f, dtype = _dtype(message, name)
+    data = message.SerializeToString()
+    chunks, pos = [], 0
+    while pos < len(data):
+        key, pos = _read_varint(data, pos)
+        number, kind = key >> 3, key & 7
+        if kind == 0:
+            _, pos = _read_varint(data, pos)
+        elif kind == 1:
+            pos += 8
+        elif kind == 5:
+            if number == f.number:  # an unpacked element (never written by protobuf's own serializer)
+                chunks.append(data[pos:pos + 4])
+            pos += 4
+        elif kind == 2:
+            length, pos = _read_varint(data, pos)
+            if number == f.number:
+                chunks.append(data[pos:pos + length])
+            pos += length
+        else:
+            raise ValueError(f"unexpected wire type {kind} in {message.DESCRIPTOR.full_name}")
+    return np.frombuffer(b"".join(chunks), dtype=dtype).astype(dtype[1:], copy=True)
+
+
+# ------------------------------------------------------------------ settings and video info
+def settings_to_proto(s: RunSettings) -> common_pb2.RunSettings:
+    return common_pb2.RunSettings(profile=s.profile, quality=s.quality, frame_stride=s.frame_stride,
+                                  single_pass=s.single_pass,
+                                  normalise_translation=s.normalise_translation)
+
+
+def settings_from_proto(m: common_pb2.RunSettings, default: RunSettings, limits) -> RunSettings:
+    """ValueError for a bad profile, quality mode or stride (the caller's INVALID_ARGUMENT)."""
+    return RunSettings(profile=m.profile or default.profile, quality=m.quality or default.quality,
+                       frame_stride=m.frame_stride or default.frame_stride,
+                       single_pass=m.single_pass or default.single_pass,
+                       normalise_translation=m.normalise_translation,
+                       limits=limits)
+
+
+def info_to_proto(i: VideoInfo) -> common_pb2.VideoInfo:
+    return common_pb2.VideoInfo(width=i.width, height=i.height, fps=i.fps, duration_s=i.duration_s,
+                                has_audio=i.has_audio, codec=i.codec)
+
+
+# ------------------------------------------------------------------ series
+def landmarks_to_proto(name: str, s: LandmarkSeries) -> common_pb2.LandmarkSeries:
+    m = common_pb2.LandmarkSeries(pass_name=name, num_points=s.num_points,
+                                  frame_index=s.frame_index.tolist())
+    set_array(m, "points", s.points)
+    return m
+
+
+FACEMESH_POINTS = (468, 478)  # what FaceMesh gives: plain and refined (landmarks.backend)
+# Normalised coordinates: a face a thousand frame widths away is no face, and the fits and crops
+# stay finite (1e30 overflows them).
+MAX_COORDINATE = 1e3
+
+
+def points_from_proto(message, name: str, num_points: int, rows: int | None = None) -> np.ndarray:
+    """message.<name> as (T, num_points, 3) landmarks, checked as they come off the wire: ValueError
+    with a one-line reason for anything FaceMesh cannot have produced (the caller's INVALID_ARGUMENT;
+    unchecked, it reached the fits as an INTERNAL error). rows: the frames it must hold."""
+    if num_points not in FACEMESH_POINTS:
+        raise ValueError(f"num_points is {num_points}: FaceMesh gives {' or '.join(map(str, FACEMESH_POINTS))}")
+    flat = get_array(message, name)
+    row = num_points * 3
+    if len(flat) % row or (rows is not None and len(flat) != rows * row):
+        frames = f"{rows} frames of " if rows is not None else ""
+        raise ValueError(f"{len(flat)} floats for {frames}{num_points} points (need frames x points x 3)")
+    points = flat.reshape(-1, num_points, 3)
+    _check_rows(points)
+    return points
+
+
+def _check_rows(points: np.ndarray):
+    """Every row is a face (finite coordinates within MAX_COORDINATE) or all NaN (no face)."""
+    usable = np.abs(points) <= MAX_COORDINATE  # False for NaN and inf
+    bad = ~usable.all(axis=(1, 2)) & ~np.isnan(points).all(axis=(1, 2))
+    if bad.any():
+        t = int(np.argmax(bad))
+        value = points[t][~usable[t]][0]
+        what = "NaN beside coordinates (a row is a face or all NaN)" if np.isnan(value) else \
+            f"{value:g} is not a normalised coordinate (finite, within {MAX_COORDINATE:g})"
+        raise ValueError(f"frame row {t}: {what}")
+
+
+def landmarks_from_proto(m: common_pb2.LandmarkSeries) -> LandmarkSeries:
+    try:
+        points = points_from_proto(m, "points", m.num_points, rows=len(m.frame_index))
+    except ValueError as err:
+        raise ValueError(f"landmark series {m.pass_name!r}: {err}") from None
+    series = LandmarkSeries.from_arrays(np.asarray(m.frame_index, dtype=np.int64), points)
+    series.num_points = m.num_points
+    return series
+
+
+def landmark_passes_from_proto(messages) -> dict[str, LandmarkSeries]:
+    """{pass name: series} of the passes of one video: each checked, all over the same frames."""
+    out = {}
+    for m in messages:
+        if m.pass_name in out:
+            raise ValueError(f"landmark series {m.pass_name!r} given twice")
+        out[m.pass_name] = landmarks_from_proto(m)
+    frames = {name: s.frame_index for name, s in out.items()}
+    first = next(iter(frames), None)
+    for name, index in frames.items():
+        if not np.array_equal(index, frames[first]):
+            raise ValueError(f"landmark series {name!r} ({len(index)} frames) does not cover the frames of "
+                             f"{first!r} ({len(frames[first])}): the passes of one video cover the same frames")
+    return out
+
+
+def pose_to_proto(p: HeadPose, message):
+    for name in ("pitch", "yaw", "roll", "cx", "cy"):
+        set_array(message, name, getattr(p, name))
+    return message
+
+
+def pose_from_proto(m) -> HeadPose:
+    return HeadPose(*(get_array(m, n) for n in ("pitch", "yaw", "roll", "cx", "cy")))
+
+
+def audio_to_proto(a: AudioSeries, has_audio: bool, message):
+    message.has_audio = has_audio
+    message.has_samples = a.rms is not None
+    message.problem = a.problem or ""
+    if a.rms is not None:
+        set_array(message, "rms", a.rms)
+        set_array(message, "rms_times", a.rms_times)
+        message.speech_start.extend([s for s, _ in a.speech])
+        message.speech_end.extend([e for _, e in a.speech])
+        message.silence_speech_start.extend([s for s, _ in a.silence_speech])
+        message.silence_speech_end.extend([e for _, e in a.silence_speech])
+        message.extraction = a.extraction
+    return message
+
+
+def audio_from_proto(m) -> AudioSeries:
+    if not m.has_samples:
+        return AudioSeries(problem=m.problem or None)
+    return AudioSeries(get_array(m, "rms"), get_array(m, "rms_times"),
+                       [(float(s), float(e)) for s, e in zip(m.speech_start, m.speech_end)],
+                       [(float(s), float(e)) for s, e in zip(m.silence_speech_start, m.silence_speech_end)],
+                       m.extraction)
+
+
+# ------------------------------------------------------------------ results
+def result_to_proto(r: VideoResult) -> evaluator_pb2.VideoResult:
+    return evaluator_pb2.VideoResult(
+        model=r.model, video=r.video, status=r.status, reason=r.reason or "", metrics=r.metrics,
+        nan_reasons=r.nan_reasons, counts=r.counts, frames_total=r.frames_total,
+        frames_used=r.frames_used, face_frames=r.face_frames, fps=r.fps, width=r.width, height=r.height,
+        seconds=r.seconds, warnings=r.warnings, settings_json=json.dumps(r.settings),
+        provenance_json=json.dumps(r.provenance), timings=r.timings)
+
+
+def result_from_proto(m: evaluator_pb2.VideoResult) -> VideoResult:
+    return VideoResult(
+        model=m.model, video=m.video, status=m.status, reason=m.reason or None,
+        metrics=in_metric_order(dict(m.metrics)), nan_reasons=in_metric_order(dict(m.nan_reasons)),
+        counts=in_metric_order(dict(m.counts)), frames_total=m.frames_total, frames_used=m.frames_used,
+        face_frames=m.face_frames, fps=m.fps, width=m.width, height=m.height, seconds=m.seconds,
+        warnings=list(m.warnings), settings=json.loads(m.settings_json or "{}"),
+        provenance=json.loads(m.provenance_json or "{}"), timings=dict(m.timings))
