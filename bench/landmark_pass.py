@@ -10,7 +10,6 @@
 """
 import sys
 
-import numpy as np
 from common import best_of, kit
 
 from theval_mesh.backends.audio.backend import AudioBackend

@@ -17,8 +17,9 @@ import pytest
 import torch
 from parity_set import clip, oracle
 
-from theval_mesh.backends.audio.backend import (JIT_FILE, AudioBackend, load_vad_model, segments_from_probabilities,
+from theval_mesh.backends.audio.backend import (AudioBackend, load_vad_model, segments_from_probabilities,
                                                 speech_probabilities)
+from theval_mesh.backends.audio.model import JIT_FILE
 from theval_mesh.backends.audio.resample import resample
 from theval_mesh.backends.media.audio import MOVIEPY_RATE
 from theval_mesh.backends.media.decode import MediaReader

@@ -226,7 +226,7 @@ def test_large_frames_wait_for_the_proxy_scaled_down_and_score_the_same(tmp_path
     path = write_video(tmp_path / "big.mp4", [a, b] * 20)  # 40 frames: 2 GB if they waited whole
     code = f"""
 import numpy as np
-from theval_mesh.backends.landmarks.backend import LandmarkSeries
+from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.frame_pass import run_quality_pass
 from theval_mesh.pure.settings import RunSettings

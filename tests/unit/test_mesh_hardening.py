@@ -8,7 +8,7 @@ import grpc
 import numpy as np
 import pytest
 
-from theval_mesh.backends.landmarks.backend import LandmarkSeries
+from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.media.sources import MAX_URI_BYTES, resolve_uri
 from theval_mesh.pure.errors import AccessDenied, InputTooLarge, ServiceError, VideoError
 from theval_mesh.pure.limits import Limits

@@ -7,7 +7,7 @@ import pytest
 
 from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import HeadPose
-from theval_mesh.backends.landmarks.backend import LandmarkSeries
+from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.media.sources import local_video, resolve_uri
 from theval_mesh.core.results import VideoResult
 from theval_mesh.pure.errors import AccessDenied, InputTooLarge, VideoError

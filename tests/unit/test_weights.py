@@ -151,10 +151,11 @@ def test_fetch_offline_fails_with_one_clear_line(tmp_path, no_network):
 def test_cli_fetch_offline_exits_nonzero_without_traceback(tmp_path, no_network, monkeypatch,
                                                            capsys):
     from theval_mesh.commands import cli
+    from theval_mesh.pure.exit_codes import EXIT_ERROR
     monkeypatch.setattr(cli, "COMMANDS", ("weights",))  # the other commands are not ours
     code = cli.main(["weights", "fetch", "--store", str(tmp_path), "--model", "musiq"])
     err = capsys.readouterr().err
-    assert code == cli.EXIT_ERROR
+    assert code == EXIT_ERROR
     assert err.startswith("error: cannot download ") and len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
 

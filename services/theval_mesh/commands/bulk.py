@@ -9,14 +9,14 @@ import sys
 import time
 from pathlib import Path
 
-from theval_mesh.commands.cli import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
 from theval_mesh.commands.evaluate import add_run_options, print_summary, settings_from
 from theval_mesh.jobs import pipeline
-from theval_mesh.jobs.drivers import last_line, start_driver
+from theval_mesh.jobs.drivers import drive, last_line, start_driver, summary
 from theval_mesh.jobs.inputs import parse_model_arg, plan
 from theval_mesh.jobs.job_store import FINISHED, SqliteJobStore
-from theval_mesh.jobs.report import Progress, write_report
+from theval_mesh.jobs.report import write_report
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 
 START_TIMEOUT_S = 120.0
 
@@ -130,22 +130,8 @@ def _drive(args, store, job_id: str) -> int:
 
 
 def _run_here(store, job_id: str, args) -> int:
-    job = store.get(job_id)
-    workers = args.workers or job.spec.workers
-    address = args.ray_address or job.spec.ray_address
-    if getattr(args, "metrics_port", None) is not None:
-        from theval_mesh.jobs.telemetry import register_jobs
-        from theval_mesh.rpc.telemetry import start_http
-        register_jobs(store)
-        _, port = start_http("127.0.0.1", args.metrics_port)
-        print(f"{job_id}: metrics on http://127.0.0.1:{port}/metrics", flush=True)
-    shown = Progress(job, enabled=sys.stderr.isatty() or bool(getattr(args, "wait", False)))
-    try:
-        job = pipeline.run_ray(store, job_id, workers, address, on_result=shown)
-    finally:
-        shown.close()
-    print(_summary(job), flush=True)
-    return EXIT_OK if job.state == "done" and not job.failed else EXIT_PARTIAL if job.state == "done" else EXIT_ERROR
+    return drive(store, job_id, args.workers, args.ray_address, args.metrics_port,
+                 progress=sys.stderr.isatty() or bool(getattr(args, "wait", False)))
 
 
 def run(args) -> int:
@@ -163,19 +149,9 @@ def _eta(seconds: float | None) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-def _summary(job) -> str:
-    line = (f"{job.id} {job.state}: {job.total} videos, {job.done} done, {job.failed} failed, "
-            f"{job.remaining} remaining")
-    if job.error:
-        line += f"\n  error: {job.error}"
-    if job.state == "interrupted":
-        line += f"\n  resume with: theval bulk resume {job.id}"
-    return line
-
-
 def status(args) -> int:
     job = open_store(args).get(args.id)
-    print(_summary(job))
+    print(summary(job))
     if job.state == "running":
         print(f"  driver {job.driver}, heartbeat {_ago(job.heartbeat)}")
         print(f"  rate {job.rate * 60:.1f} videos/min, ETA {_eta(job.eta_s)}")

@@ -4,12 +4,10 @@ import importlib
 import sys
 
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 
 # module name under theval_mesh.commands -> registered there with register(subparsers)
 COMMANDS = ("evaluate", "demo", "score", "synth", "weights", "serve", "mesh", "triton", "bulk")
-
-# Exit codes shared by every command.
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -32,7 +30,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: finished results are on disk; run the same command again to resume",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_ERROR

@@ -2,8 +2,8 @@
 import os
 from pathlib import Path
 
-from theval_mesh.commands.cli import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.commands.evaluate import add_run_options, evaluate, partial, print_summary, settings_from
+from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.synth import generate_kit, load_kit
 
 

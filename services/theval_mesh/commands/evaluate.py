@@ -4,7 +4,6 @@ import os
 import sys
 from pathlib import Path
 
-from theval_mesh.commands.cli import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import FAILED
 from theval_mesh.jobs import outputs, pipeline
@@ -12,6 +11,7 @@ from theval_mesh.jobs.inputs import parse_model_arg, plan
 from theval_mesh.jobs.job_store import SqliteJobStore
 from theval_mesh.jobs.report import Progress, write_report
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.metrics.profiles import PROFILES, REFERENCE
 from theval_mesh.pure.scoring import tables

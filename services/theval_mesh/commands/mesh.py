@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.exit_codes import EXIT_ERROR
 from theval_mesh.rpc import config
 from theval_mesh.rpc.launcher import ServiceProcess, stop_all
 
@@ -125,7 +126,7 @@ def run(args) -> int:
     if any(c not in (0, None) for c in codes.values()):
         print("theval mesh: stopped; exit codes " + ", ".join(f"{k} {v}" for k, v in codes.items()),
               file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     print("theval mesh: stopped", file=sys.stderr)
     return 0
 

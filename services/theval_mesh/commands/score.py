@@ -3,11 +3,10 @@ import dataclasses
 import math
 from pathlib import Path
 
+from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.scoring import (format_leaderboard_text, leaderboard, leaderboard_markdown, published_gt,
                                       read_raw_csv, write_leaderboard_csv)
 from theval_mesh.pure.scoring.errors import ScoringError
-
-EXIT_OK, EXIT_PARTIAL = 0, 3  # same codes as theval_mesh.commands.cli
 
 
 def register(subparsers) -> None:

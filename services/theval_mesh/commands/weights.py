@@ -1,7 +1,7 @@
 """`theval weights status|verify|fetch`: the quality models' weights store."""
 from theval_mesh.backends.quality import weights_store as ws
 from theval_mesh.backends.quality.registry import MODELS
-from theval_mesh.commands.cli import EXIT_ERROR, EXIT_OK
+from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_OK
 
 
 def register(subparsers) -> None:

@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from theval_mesh.backends.landmarks import passes
-from theval_mesh.backends.landmarks.backend import FaceTracker, LandmarkSeries
+from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.liveness import check
 from theval_mesh.backends.media.decode import MediaReader
-from theval_mesh.backends.quality.backend import FRAME_BATCH_PIXELS
 from theval_mesh.pure.metrics import quality as q
 from theval_mesh.pure.metrics.profiles import PAPER, REFERENCE
 from theval_mesh.pure.settings import RunSettings
@@ -58,7 +57,7 @@ class _QualityBatches:
     def flush(self, final: bool):
         full = q.MOUTH_BATCH
         if self.frames and (final or len(self.frames) >= full or
-                            len(self.frames) * self.frames[0].size // 3 >= FRAME_BATCH_PIXELS):
+                            len(self.frames) * self.frames[0].size // 3 >= q.FRAME_BATCH_PIXELS):
             if self.profile == REFERENCE:  # the reference scores face quality on FULL frames
                 aesthetic, face = self.backend.full_frames(self.frames)
                 self.out.face_quality.extend(face)
@@ -133,7 +132,7 @@ class _Pipeline:
             w.join()
 
 
-def _tracking_step(tracker: FaceTracker, series: LandmarkSeries):
+def _tracking_step(tracker, series: LandmarkSeries):
     def step(index, frame):
         points = tracker.process(frame)
         series.append(index, points)
@@ -159,6 +158,8 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
     if silent_frames is not None:
         specs["silent_lip"] = passes.SILENT_LIP
         silent = set(int(i) for i in silent_frames)
+    # MediaPipe is imported when a pass needs it: the quality, audio and evaluator processes never do.
+    from theval_mesh.backends.landmarks.backend import FaceTracker
     trackers = {name: FaceTracker(p) for name, p in specs.items()}
     out.landmarks = {name: LandmarkSeries(t.num_points) for name, t in trackers.items()}
     # The quality thread needs each frame's mouth (and, in paper, face) landmarks, in order.

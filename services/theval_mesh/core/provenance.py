@@ -2,7 +2,7 @@
 
 One function for the embedded engine and the mesh evaluator, which learns the backends'
 descriptions from the services themselves."""
-from theval_mesh.backends.audio.backend import REFERENCE_VAD
+from theval_mesh.backends.audio.model import REFERENCE_VAD
 from theval_mesh.backends.media.audio import EXTRACTION
 from theval_mesh.backends.media.decode import DECODER
 from theval_mesh.core.frame_pass import mesh_passes

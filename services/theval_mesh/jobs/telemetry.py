@@ -1,12 +1,12 @@
 """Prometheus metrics of the jobs: what a job's driver does (counters and gauges it updates), and the
-job store read at each scrape (the collector the evaluator and `theval bulk run` register)."""
+job store read at each scrape (the collector the evaluator and a job's driver register)."""
 import prometheus_client as prom
 from prometheus_client.core import GaugeMetricFamily
 
 from theval_mesh.jobs.job_store import FINISHED
 from theval_mesh.rpc.telemetry import LATENCY_BUCKETS
 
-# The orchestrator: a job's driver process (`theval bulk run`)
+# A job's driver process (jobs/drivers.py)
 JOBS_RUNNING = prom.Gauge("theval_jobs_running", "jobs this process is driving now")
 JOBS_FINISHED = prom.Counter("theval_jobs_finished", "jobs this process stopped driving, by final state",
                              ["state"])

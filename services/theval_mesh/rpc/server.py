@@ -13,6 +13,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from theval_mesh.pure.exit_codes import EXIT_ERROR
 from theval_mesh.rpc.admission import RESERVED_THREADS, AdmissionInterceptor
 from theval_mesh.rpc.config import Config
 from theval_mesh.rpc.health import Health
@@ -88,13 +89,13 @@ def serve(config: Config, service: Service) -> int:
     if not port:
         print(f"error: {name}: cannot listen on {config.host}:{config.port} (port in use?); "
               "choose another with --port", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     try:
         metrics_server, metrics_port = start_http(config.host, config.metrics_port)
     except OSError as err:
         print(f"error: {name}: cannot serve metrics on {config.host}:{config.metrics_port} ({err.strerror}); "
               "choose another with --metrics-port", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     if service.on_bound:
         service.on_bound(config.host, port)
     stop = threading.Event()

@@ -11,7 +11,7 @@ import numpy as np
 
 from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import HeadPose
-from theval_mesh.backends.landmarks.backend import LandmarkSeries
+from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.media.decode import VideoInfo
 from theval_mesh.core.results import VideoResult, in_metric_order
 from theval_mesh.pure.settings import RunSettings

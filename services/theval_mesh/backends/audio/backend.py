@@ -9,35 +9,23 @@ window (speech_probabilities, run where the model lives) and silero's own thresh
 probabilities (get_speech_timestamps_from_probs, always here). Both paths therefore give the
 same segments for the same probabilities.
 """
-import importlib.resources
-import os
 import threading
 
 import numpy as np
 import torch
 from silero_vad.utils_vad import OnnxWrapper, get_speech_timestamps_from_probs
 
+from theval_mesh.backends.audio.model import MODEL_FILE, vad_provenance
 from theval_mesh.backends.audio.resample import resample
 from theval_mesh.backends.audio.series import AudioSeries
-from theval_mesh.backends.checksum import sha256_file
 from theval_mesh.backends.liveness import check
 from theval_mesh.backends.media.audio import EXTRACTION, MOVIEPY_RATE, Audio
 from theval_mesh.pure.metrics.loudness import rms_envelope
 from theval_mesh.pure.metrics.profiles import REFERENCE
 
-MODEL_DIR = str(importlib.resources.files("theval_mesh") / "data" / "silero_vad_5.1.2")
-MODEL_FILE = os.path.join(MODEL_DIR, "silero_vad.onnx")
-JIT_FILE = os.path.join(MODEL_DIR, "silero_vad.jit")
 VAD_RATE = 16000
 WINDOW = 512  # samples per VAD window at 16 kHz (silero's fixed size)
 CHECK_WINDOWS = 256  # windows (~8 s of audio) between two checks that the caller still waits
-
-
-REFERENCE_VAD = "silero-vad 5.1.2 model"  # what the reference's `load_silero_vad()` loads
-
-
-def vad_provenance() -> str:
-    return f"{REFERENCE_VAD} silero_vad.onnx sha256:{sha256_file(MODEL_FILE)[:16]}"
 
 
 def load_vad_model() -> OnnxWrapper:

@@ -10,13 +10,9 @@ from theval_mesh.backends.quality import weights_store as ws
 from theval_mesh.backends.quality.local_models import LocalModels
 from theval_mesh.backends.quality.registry import METRIC_MODELS, MODELS
 from theval_mesh.pure.errors import UserError, WeightsMissing
-from theval_mesh.pure.metrics.quality import MOUTH_BATCH, batches, pad_to_batch
+from theval_mesh.pure.metrics.quality import FRAME_BATCH, MOUTH_BATCH, batches, pad_to_batch
 
 MODES = ("auto", "paper", "proxy")
-FRAME_BATCH = 64  # reference global_aesthetic.py; scores do not depend on it (no padding)
-# Full frames waiting for a model batch: at most 64 1080p frames' worth of pixels (larger frames
-# make smaller batches: 7 of 4096x4096), so a batch holds no more than the reference's at 1080p.
-FRAME_BATCH_PIXELS = FRAME_BATCH * 1920 * 1080
 
 
 def _check_images(images) -> list[np.ndarray]:

@@ -10,6 +10,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from theval_mesh.backends.checksum import sha256_file
 from theval_mesh.backends.quality.registry import MODELS, WeightFile
 from theval_mesh.backends.quality.registry import model as get_model
 from theval_mesh.pure.errors import UserError
@@ -25,23 +26,6 @@ def default_store() -> Path:
 
 def resolve(store=None) -> Path:
     return Path(store).expanduser() if store else default_store()
-
-
-_SHA_CACHE: dict = {}
-
-
-def sha256_file(path) -> str:
-    """sha256 of a file, cached by (path, size, mtime) since weight files are hundreds of MB."""
-    path = Path(path)
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _SHA_CACHE:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        _SHA_CACHE[key] = h.hexdigest()
-    return _SHA_CACHE[key]
 
 
 def read_manifest(store) -> dict:

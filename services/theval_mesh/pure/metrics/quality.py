@@ -5,6 +5,10 @@ from theval_mesh.pure.metrics.landmark_sets import LIPS
 
 BOX_PADDING_PX = 10
 MOUTH_BATCH = 64
+FRAME_BATCH = 64  # reference global_aesthetic.py; scores do not depend on it (no padding)
+# Full frames waiting for a model batch: at most 64 1080p frames' worth of pixels (larger frames
+# make smaller batches: 7 of 4096x4096), so a batch holds no more than the reference's at 1080p.
+FRAME_BATCH_PIXELS = FRAME_BATCH * 1920 * 1080
 
 
 def padded_box(points_norm: np.ndarray, width: int, height: int, indices=None,
