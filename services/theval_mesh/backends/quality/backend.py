@@ -11,8 +11,8 @@ from theval_mesh.backends.quality.local_models import LocalModels
 from theval_mesh.backends.quality.registry import METRIC_MODELS, MODELS
 from theval_mesh.pure.errors import UserError, WeightsMissing
 from theval_mesh.pure.metrics.quality import MOUTH_BATCH, batches, pad_to_batch
+from theval_mesh.pure.settings import QUALITY_MODES
 
-MODES = ("auto", "paper", "proxy")
 FRAME_BATCH = 64  # reference global_aesthetic.py; scores do not depend on it (no padding)
 # Full frames waiting for a model batch: at most 64 1080p frames' worth of pixels (larger frames
 # make smaller batches: 7 of 4096x4096), so a batch holds no more than the reference's at 1080p.
@@ -38,8 +38,8 @@ class QualityBackend:
 
     def __init__(self, mode: str = "auto", profile: str = "reference", store=None,
                  device: str = "cpu", models=None):
-        if mode not in MODES:
-            raise UserError(f"quality mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if mode not in QUALITY_MODES:
+            raise UserError(f"quality mode must be one of {', '.join(QUALITY_MODES)}, not {mode!r}")
         if profile not in METRIC_MODELS:
             raise UserError(f"profile must be one of {', '.join(METRIC_MODELS)}, not {profile!r}")
         self.mode, self.profile = mode, profile
