@@ -12,28 +12,20 @@ from theval_mesh.jobs.job_store import SqliteJobStore
 from theval_mesh.jobs.report import Progress, write_report
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
-from theval_mesh.pure.limits import Limits
-from theval_mesh.pure.metrics.profiles import PROFILES, REFERENCE
 from theval_mesh.pure.scoring import tables
-from theval_mesh.pure.settings import QUALITY_MODES, RunSettings
+from theval_mesh.pure.settings import SETTINGS, RunSettings
 
 
 def add_run_options(p: argparse.ArgumentParser):
-    """Options shared by every command that scores videos."""
-    p.add_argument("--profile", choices=PROFILES, default=REFERENCE,
-                   help="reference: reproduce the reference code (default); paper: the paper's formulas")
-    p.add_argument("--quality", choices=QUALITY_MODES, default="auto",
-                   help="quality models: paper (needs weights), proxy (training-free), auto (default)")
-    p.add_argument("--frame-stride", type=int, default=1, metavar="N", help="use every Nth frame (default 1)")
+    """Options shared by every command that scores videos: the run settings (pure.settings) and how to run."""
+    for s in SETTINGS:
+        if s.kind is bool:
+            p.add_argument(s.flag, action="store_true", help=s.help)
+        else:
+            p.add_argument(s.flag, type=s.kind, choices=s.choices, default=s.default,
+                           metavar="N" if s.kind is int and not s.choices else None, help=s.help)
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="Ray workers: videos scored in parallel, each worker loading the models once (default 1)")
-
-    p.add_argument("--single-pass", action="store_true",
-                   help="speed option: one shared FaceMesh pass for every landmark metric instead of the "
-                        "reference code's own passes (about 3x faster; values differ, see README; never "
-                        "comparable with the published GT)")
-    p.add_argument("--normalise-translation", action="store_true",
-                   help="head motion: express the face centre at 512 px so T does not grow with resolution")
     p.add_argument("--weights", default=None, metavar="SPEC",
                    help='Final-score weights: JSON, a JSON file, or "Global aesthetic=2,Mouth quality=0"')
     p.add_argument("--weights-store", default=None, metavar="DIR",
@@ -43,9 +35,7 @@ def add_run_options(p: argparse.ArgumentParser):
 
 def settings_from(args) -> RunSettings:
     try:
-        return RunSettings(profile=args.profile, quality=args.quality, frame_stride=args.frame_stride,
-                           single_pass=args.single_pass,
-                           normalise_translation=args.normalise_translation, limits=Limits())
+        return RunSettings.from_values(vars(args))
     except ValueError as err:
         raise UserError(str(err)) from err
 

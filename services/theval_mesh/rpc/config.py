@@ -2,7 +2,8 @@
 
 A flag wins over its environment variable, which wins over the default. Everything is checked
 at start-up; a missing required setting stops the server with a message naming the flag and
-the variable. Every option is declared once, in OPTIONS.
+the variable. Every option is declared once, in OPTIONS; the run settings and size limits come
+from their table in pure.settings.
 """
 import argparse
 import os
@@ -11,8 +12,7 @@ from pathlib import Path
 
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.limits import Limits
-from theval_mesh.pure.metrics.profiles import PROFILES, REFERENCE
-from theval_mesh.pure.settings import QUALITY_MODES, RunSettings
+from theval_mesh.pure.settings import LIMIT_SETTINGS, SETTINGS, RunSettings, Setting
 from theval_mesh.rpc.security import ClientSecurity, Tokens, is_loopback
 
 DEPENDENCIES = ("landmarks", "headpose", "quality", "audio")  # what the evaluator calls
@@ -33,10 +33,25 @@ class Option:
     services: tuple = SERVICES  # which services take it
     required: tuple = ()        # for which services it must be set
     choices: tuple | None = None
+    run_setting: bool = False   # a request that leaves it unset gets this value
 
     @property
     def flag(self) -> str:
         return "--" + self.dest.replace("_", "-")
+
+
+# Which services take a setting of pure.settings (default: the evaluator alone). The quality service
+# loads the models of its profile and quality mode at start-up; headpose checks the duration too:
+# its largest request is the landmarks of the longest video.
+SETTING_SERVICES = {"profile": ("quality", "evaluator"), "quality": ("quality", "evaluator"),
+                    "max_side_px": READS_VIDEOS, "max_duration_s": READS_VIDEOS + ("headpose",)}
+RUN_SETTINGS_HELP = ("what a request that leaves a setting unset gets (the quality service loads the models of "
+                     "its profile and quality mode at start-up)")
+
+
+def _from_setting(s: Setting, run_setting: bool) -> Option:
+    return Option(s.name, s.env, s.help, s.kind, s.default, SETTING_SERVICES.get(s.name, ("evaluator",)),
+                  choices=s.choices, run_setting=run_setting)
 
 
 OPTIONS = (
@@ -54,11 +69,7 @@ OPTIONS = (
     Option("max_message_bytes", "THEVAL_MAX_MESSAGE_BYTES",
            "largest message between services: video bytes plus landmark arrays (default 1 GiB)",
            int, 1024 * MIB),
-    Option("max_side_px", "THEVAL_MAX_SIDE_PX", "largest video side accepted, px", int, 4096,
-           services=READS_VIDEOS),
-    # headpose too: its largest request is the landmarks of the longest video.
-    Option("max_duration_s", "THEVAL_MAX_DURATION_S", "longest video accepted, s", float, 600.0,
-           services=READS_VIDEOS + ("headpose",)),
+    *(_from_setting(s, run_setting=False) for s in LIMIT_SETTINGS),
     # TLS on the gRPC port; beyond loopback it is required, with authentication (common.security).
     Option("tls_cert", "THEVAL_TLS_CERT", "PEM certificate (chain) of this server: serve TLS"),
     Option("tls_key", "THEVAL_TLS_KEY", "PEM private key of --tls-cert"),
@@ -74,16 +85,7 @@ OPTIONS = (
            3600.0, services=("evaluator",)),
     Option("grace_s", "THEVAL_GRACE_S", "on SIGTERM, time in-flight calls get to finish (default 30 s)",
            float, 30.0),
-    # The run settings: the evaluator's defaults; the quality service loads these models first.
-    Option("profile", "THEVAL_PROFILE", "default metric profile", default=REFERENCE, choices=PROFILES,
-           services=("quality", "evaluator")),
-    Option("quality", "THEVAL_QUALITY", "default quality mode (the quality service loads it at start-up)",
-           default="auto", choices=QUALITY_MODES, services=("quality", "evaluator")),
-    Option("frame_stride", "THEVAL_FRAME_STRIDE", "default frame stride", int, 1, services=("evaluator",)),
-    Option("single_pass", "THEVAL_SINGLE_PASS", "default: one shared FaceMesh pass (speed option) instead "
-           "of the reference's own passes", bool, False, services=("evaluator",)),
-    Option("normalise_translation", "THEVAL_NORMALISE_TRANSLATION",
-           "default: head-motion translation at 512 px", bool, False, services=("evaluator",)),
+    *(_from_setting(s, run_setting=True) for s in SETTINGS),
     Option("weights_store", "THEVAL_WEIGHTS", "quality model weights folder", services=("quality",)),
     # Where the neural models run: in this process, or on a Triton server (triton_models/).
     Option("backend", "THEVAL_BACKEND", "where the models run: inprocess (default) or triton",
@@ -168,20 +170,24 @@ class Config:
 def add_options(parser: argparse.ArgumentParser, services=SERVICES):
     """Flags for the options any of `services` takes. Defaults stay None so that load() can tell
     a flag from an environment variable."""
+    run_settings = None
     for o in OPTIONS:
         if not set(o.services) & set(services):
             continue
+        target = parser
+        if o.run_setting:
+            run_settings = target = run_settings or parser.add_argument_group("run settings", RUN_SETTINGS_HELP)
         shown = "" if o.default in (None, False) or "default" in o.help else f" (default {o.default})"
         text = f"{o.help}{shown} [env {o.env}]"
         if o.kind is bool:
-            parser.add_argument(o.flag, dest=o.dest, action="store_const", const=True, help=text)
+            target.add_argument(o.flag, dest=o.dest, action="store_const", const=True, help=text)
         elif o.kind is list:
-            parser.add_argument(o.flag, dest=o.dest, action="append", metavar="DIR", help=text)
+            target.add_argument(o.flag, dest=o.dest, action="append", metavar="DIR", help=text)
         else:
             unit = o.dest.split("_")[-1].upper()
             metavar = None if o.choices else unit if unit in ("PORT", "BYTES", "PX", "S", "ADDR") else \
                 "N" if o.kind is int else {"store": "FILE", "weights_store": "DIR"}.get(o.dest, unit)
-            parser.add_argument(o.flag, dest=o.dest, type=o.kind, choices=o.choices, metavar=metavar, help=text)
+            target.add_argument(o.flag, dest=o.dest, type=o.kind, choices=o.choices, metavar=metavar, help=text)
 
 
 def _value(o: Option, args, environ):
@@ -280,11 +286,7 @@ def load(service: str, args=None, environ=None) -> Config:
         store = str(Path(store).expanduser().resolve())
 
     try:
-        run = RunSettings(profile=v.get("profile") or REFERENCE, quality=v.get("quality") or "auto",
-                          frame_stride=v.get("frame_stride") or 1,
-                          single_pass=bool(v.get("single_pass")),
-                          normalise_translation=bool(v.get("normalise_translation")),
-                          limits=_limits(v))
+        run = RunSettings.from_values(v)
     except ValueError as err:
         raise UserError(str(err)) from None
     keep = {k: v[k] for k in ("max_video_bytes", "max_message_bytes", "workers", "stream_limit", "stream_idle_s",
@@ -318,10 +320,3 @@ def _check_security(service: str, v: dict, tokens: Tokens, where):
         raise UserError(f"--host {v['host']} listens beyond loopback: that needs {' and '.join(missing)}; "
                         "or listen on 127.0.0.1")
 
-
-def _limits(v) -> Limits:
-    """Size limits; a video given as bytes is limited by max_video_bytes before it is decoded."""
-    base = Limits()
-    return Limits(max_side_px=v.get("max_side_px") or base.max_side_px,
-                  max_duration_s=v.get("max_duration_s") or base.max_duration_s,
-                  max_bytes=base.max_bytes)

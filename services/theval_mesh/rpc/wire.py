@@ -14,7 +14,7 @@ from theval_mesh.backends.headpose.backend import HeadPose
 from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.media.decode import VideoInfo
 from theval_mesh.core.results import VideoResult, in_metric_order
-from theval_mesh.pure.settings import RunSettings
+from theval_mesh.pure.settings import SETTINGS, RunSettings
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
 
 _WIRE_DTYPE = {"float": "<f4", "double": "<f8"}
@@ -81,18 +81,13 @@ def get_array(message, name: str) -> np.ndarray:
 
 # ------------------------------------------------------------------ settings and video info
 def settings_to_proto(s: RunSettings) -> common_pb2.RunSettings:
-    return common_pb2.RunSettings(profile=s.profile, quality=s.quality, frame_stride=s.frame_stride,
-                                  single_pass=s.single_pass,
-                                  normalise_translation=s.normalise_translation)
+    return common_pb2.RunSettings(**{x.name: getattr(s, x.name) for x in SETTINGS})
 
 
 def settings_from_proto(m: common_pb2.RunSettings, default: RunSettings, limits) -> RunSettings:
-    """ValueError for a bad profile, quality mode or stride (the caller's INVALID_ARGUMENT)."""
-    return RunSettings(profile=m.profile or default.profile, quality=m.quality or default.quality,
-                       frame_stride=m.frame_stride or default.frame_stride,
-                       single_pass=m.single_pass or default.single_pass,
-                       normalise_translation=m.normalise_translation,
-                       limits=limits)
+    """An empty string, 0 or false is `default`'s value (the proto's contract), for every setting.
+    ValueError for a bad profile, quality mode or stride (the caller's INVALID_ARGUMENT)."""
+    return RunSettings(**{x.name: getattr(m, x.name) or getattr(default, x.name) for x in SETTINGS}, limits=limits)
 
 
 def info_to_proto(i: VideoInfo) -> common_pb2.VideoInfo:

@@ -11,8 +11,7 @@ from theval_mesh.backends.quality.local_models import LocalModels
 from theval_mesh.backends.quality.registry import METRIC_MODELS, MODELS
 from theval_mesh.pure.errors import UserError, WeightsMissing
 from theval_mesh.pure.metrics.quality import FRAME_BATCH, MOUTH_BATCH, batches, pad_to_batch
-
-MODES = ("auto", "paper", "proxy")
+from theval_mesh.pure.settings import QUALITY_MODES
 
 
 def _check_images(images) -> list[np.ndarray]:
@@ -34,8 +33,8 @@ class QualityBackend:
 
     def __init__(self, mode: str = "auto", profile: str = "reference", store=None,
                  device: str = "cpu", models=None):
-        if mode not in MODES:
-            raise UserError(f"quality mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if mode not in QUALITY_MODES:
+            raise UserError(f"quality mode must be one of {', '.join(QUALITY_MODES)}, not {mode!r}")
         if profile not in METRIC_MODELS:
             raise UserError(f"profile must be one of {', '.join(METRIC_MODELS)}, not {profile!r}")
         self.mode, self.profile = mode, profile
