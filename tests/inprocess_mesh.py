@@ -18,7 +18,7 @@ from concurrent import futures
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from theval_mesh.rpc import config as mesh_config
 from theval_mesh.rpc.health import Health
@@ -151,6 +151,21 @@ class InProcessMesh:
         self.channel = client_channel(self.evaluator.address, None,
                                       options=[("grpc.max_send_message_length", 1 << 30)])
         return self
+
+    def restart(self, name: str, timeout: float = 60):
+        """Start the stopped leaf `name` again on its port; returns once the evaluator's health says
+        SERVING again (it checks its dependencies every rpc.health.CHECK_INTERVAL_S)."""
+        self.leaves[name].start()
+        self.wait_serving(timeout)
+
+    def wait_serving(self, timeout: float = 60):
+        """Returns once the evaluator's health says SERVING (all its dependencies up)."""
+        stub = health_pb2_grpc.HealthStub(self.channel)
+        end = time.monotonic() + timeout
+        serving = health_pb2.HealthCheckResponse.SERVING
+        while stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout).status != serving:
+            assert time.monotonic() < end, "the evaluator does not serve: a dependency is down"
+            time.sleep(0.05)
 
     @property
     def stub(self) -> evaluator_pb2_grpc.EvaluatorServiceStub:
