@@ -8,6 +8,7 @@ and a real SQLite job store:
     and the driver reads pending items a page at a time.
 The transient failures are real: the audio service is stopped mid-job (and started again on its port).
 """
+import os
 import threading
 import time
 
@@ -182,8 +183,16 @@ class RecordingStore(SqliteJobStore):
         return rows
 
 
+@pytest.fixture
+def ray_env(monkeypatch):
+    """What starting a local Ray sets in this process's environment (pipeline._private_ray) is undone after."""
+    for var in ("RAY_AUTH_TOKEN", "RAY_AUTH_MODE", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
+        monkeypatch.setenv(var, os.environ.get(var, ""))  # recorded: restored (or removed) after the test
+        monkeypatch.delenv(var)
+
+
 @pytest.mark.slow  # starts a local Ray (about 5 s) and two actors
-def test_ray_actors_queue_at_most_their_share_and_the_driver_reads_a_page_at_a_time(mesh, tmp_path):
+def test_ray_actors_queue_at_most_their_share_and_the_driver_reads_a_page_at_a_time(mesh, tmp_path, ray_env):
     """PAGE + 10 videos that do not exist (the evaluator answers each at once: "file not found"),
     2 actors; the evaluator holds the first calls: the driver must stop at QUEUED_PER_ACTOR per
     actor and one page read, not queue or read the whole job."""
