@@ -1,0 +1,221 @@
+"""jobs.pipeline's rules, on jobs that score through a real mesh in this process (tests/inprocess_mesh.py)
+and a real SQLite job store:
+  - a transient failure (a mesh service down: the evaluator answers UNAVAILABLE) puts the video back,
+    after a growing pause, up to MAX_ATTEMPTS; past that the job stops "interrupted" with the reason
+    and nothing recorded for the video, and a resume scores it;
+  - a video's own fault is its failed result, never retried;
+  - backpressure (run_ray on a real local Ray): each actor has at most QUEUED_PER_ACTOR videos queued,
+    and the driver reads pending items a page at a time.
+The transient failures are real: the audio service is stopped mid-job (and started again on its port).
+"""
+import os
+import threading
+import time
+
+import prometheus_client
+import pytest
+from video_files import gradient, tone, write_video
+
+from theval_mesh.jobs import pipeline
+from theval_mesh.jobs.inputs import Item
+from theval_mesh.jobs.job_store import PAGE, JobSpec, SqliteJobStore
+from theval_mesh.jobs.pipeline import QUEUED_PER_ACTOR, JobStopped, run_inline, run_ray
+from theval_mesh.pure.settings import RunSettings
+
+SETTINGS = RunSettings(quality="proxy", single_pass=True).key()
+
+
+@pytest.fixture(scope="module")
+def mesh(inprocess_mesh):
+    return inprocess_mesh
+
+
+def clip(mesh, name: str) -> str:
+    """A real 64x64, 8-frame clip with 0.32 s of audio, under the mesh's allowed root."""
+    return str(write_video(mesh.root / name, gradient(8, 64, 64), audio=tone(0.32)))
+
+
+def new_job(mesh, store, videos, model="m", workers=1):
+    spec = JobSpec(inputs=[["GT", str(mesh.root)]], settings=SETTINGS, workers=workers, mesh=mesh.evaluator.address)
+    items = [v if isinstance(v, Item) else Item(model, v) for v in videos]
+    return store.create(spec, items).id
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SqliteJobStore(tmp_path / "jobs.sqlite")
+    yield s
+    s.close()
+
+
+def retries() -> float:
+    return prometheus_client.REGISTRY.get_sample_value("theval_job_retries_total") or 0.0
+
+
+def evaluate_calls(mesh, since: int, video: str) -> list[float]:
+    """Arrival times of the Evaluate calls for `video` since the `since`-th call."""
+    times = mesh.evaluate_log.times()[since:]
+    return [t for t, r in zip(times, mesh.evaluate_log.requests(since)) if r.video.uri == video]
+
+
+def pauses(n: int) -> list[float]:
+    """The pauses before the 2nd, 3rd, ... attempt: FIRST_PAUSE_S doubling up to LAST_PAUSE_S."""
+    return [min(pipeline.FIRST_PAUSE_S * 2 ** k, pipeline.LAST_PAUSE_S) for k in range(n)]
+
+
+def stop_audio_after_first_result(mesh):
+    """on_result: the first committed result takes the audio service down (the mesh loses it mid-job)."""
+    def on_result(result):
+        if mesh.leaves["audio"].server is not None:
+            mesh.leaves["audio"].stop()
+    return on_result
+
+
+@pytest.fixture
+def audio_back(mesh):
+    """The audio service runs again after the test, whatever it did to it, and the evaluator knows."""
+    yield
+    if mesh.leaves["audio"].server is None:
+        mesh.leaves["audio"].start()
+    mesh.wait_serving()
+
+
+def wait_for(condition, what: str, timeout: float = 120, alive=None):
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        assert alive is None or alive.is_alive(), f"the job ended before {what}"
+        time.sleep(0.02)
+
+
+def test_a_video_s_own_fault_is_its_failed_result_never_retried(mesh, store, tmp_path):
+    good = clip(mesh, "own-good.mp4")
+    corrupt = mesh.root / "own-corrupt.mp4"
+    corrupt.write_bytes(b"not a video at all")
+    gone = str(mesh.root / "own-gone.mp4")
+    outside = tmp_path / "outside.mp4"
+    outside.write_bytes(b"x")
+    never_opened = Item("m", str(mesh.root / "own-folder"), "path not found: check the folder name")
+    job_id = new_job(mesh, store, [good, str(corrupt), gone, str(outside), never_opened])
+    since, before = len(mesh.evaluate_log.times()), retries()
+
+    job = run_inline(store, job_id)
+
+    assert (job.state, job.done, job.failed, job.remaining) == ("done", 1, 4, 0)
+    reasons = {r.video: r.reason for r in store.results(job_id)}
+    assert reasons[good] is None
+    assert "not a readable video" in reasons[str(corrupt)]
+    assert "file not found" in reasons[gone]
+    assert "outside the folders this server may read" in reasons[str(outside)]
+    assert reasons[never_opened.video] == "path not found: check the folder name"
+    assert retries() == before
+    sent = [r.video.uri for r in mesh.evaluate_log.requests(since)]
+    assert sorted(sent) == sorted([good, str(corrupt), gone, str(outside)])  # once each; the missing one never
+
+
+def test_a_transient_failure_retries_after_growing_pauses_until_the_service_is_back(mesh, store, audio_back):
+    a, b = clip(mesh, "flaky-a.mp4"), clip(mesh, "flaky-b.mp4")
+    job_id = new_job(mesh, store, [a, b])
+    since, before = len(mesh.evaluate_log.times()), retries()
+
+    ended = threading.Event()
+
+    def restart_after_two_retries():  # the audio service comes back, as a restarted pod does
+        wait_for(lambda: retries() >= before + 2 or ended.is_set(), "two retries")
+        if not ended.is_set():
+            mesh.leaves["audio"].start()
+    restarter = threading.Thread(target=restart_after_two_retries, daemon=True)
+    restarter.start()
+    try:
+        job = run_inline(store, job_id, on_result=stop_audio_after_first_result(mesh))
+    finally:
+        ended.set()
+        restarter.join(timeout=60)
+
+    assert (job.state, job.done, job.failed) == ("done", 2, 0), job.error
+    assert {r.video: r.status for r in store.results(job_id)} == {a: "ok", b: "ok"}
+    assert len(evaluate_calls(mesh, since, a)) == 1
+    calls = evaluate_calls(mesh, since, b)
+    assert 3 <= len(calls) <= pipeline.MAX_ATTEMPTS and retries() - before == len(calls) - 1
+    gaps = [t1 - t0 for t0, t1 in zip(calls, calls[1:])]
+    assert all(gap >= pause for gap, pause in zip(gaps, pauses(len(gaps)))), (gaps, pauses(len(gaps)))
+
+
+def test_past_max_attempts_the_job_stops_interrupted_and_a_resume_scores_the_rest(mesh, store, audio_back,
+                                                                                  monkeypatch):
+    monkeypatch.setattr(pipeline, "MAX_ATTEMPTS", 3)  # 3 attempts: 0.5 s + 1 s of pauses, not a minute
+    a, b = clip(mesh, "down-a.mp4"), clip(mesh, "down-b.mp4")
+    job_id = new_job(mesh, store, [a, b])
+    since = len(mesh.evaluate_log.times())
+
+    with pytest.raises(JobStopped) as stopped:
+        run_inline(store, job_id, on_result=stop_audio_after_first_result(mesh))
+
+    job = store.get(job_id)
+    assert (job.state, job.done, job.failed, job.remaining) == ("interrupted", 1, 0, 1)
+    assert job.error == str(stopped.value)
+    assert job.error.startswith(f"{b} could not be scored after 3 attempts (UNAVAILABLE: ")
+    assert "audio service" in job.error and f"theval bulk resume {job_id}" in job.error
+    assert [r.video for r in store.results(job_id)] == [a]  # nothing recorded for b
+    assert [it.video for _, it in store.pending(job_id)] == [b]
+    calls = evaluate_calls(mesh, since, b)
+    assert len(calls) == 3
+    gaps = [t1 - t0 for t0, t1 in zip(calls, calls[1:])]
+    assert all(gap >= pause for gap, pause in zip(gaps, pauses(2))), gaps
+
+    mesh.restart("audio")
+    since = len(mesh.evaluate_log.times())
+    job = run_inline(store, job_id)  # `theval bulk resume`
+    assert (job.state, job.done, job.failed, job.remaining) == ("done", 2, 0, 0)
+    assert [r.video.uri for r in mesh.evaluate_log.requests(since)] == [b]  # a is not scored again
+
+
+class RecordingStore(SqliteJobStore):
+    """A real SqliteJobStore that also records its pending() reads: (after, rows returned)."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.reads: list[tuple[int, int]] = []
+
+    def pending(self, job_id, after=-1, limit=PAGE):
+        rows = super().pending(job_id, after, limit)
+        self.reads.append((after, len(rows)))
+        return rows
+
+
+@pytest.fixture
+def ray_env(monkeypatch):
+    """What starting a local Ray sets in this process's environment (pipeline._private_ray) is undone after."""
+    for var in ("RAY_AUTH_TOKEN", "RAY_AUTH_MODE", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
+        monkeypatch.setenv(var, os.environ.get(var, ""))  # recorded: restored (or removed) after the test
+        monkeypatch.delenv(var)
+
+
+@pytest.mark.slow  # starts a local Ray (about 5 s) and two actors
+def test_ray_actors_queue_at_most_their_share_and_the_driver_reads_a_page_at_a_time(mesh, tmp_path, ray_env):
+    """PAGE + 10 videos that do not exist (the evaluator answers each at once: "file not found"),
+    2 actors; the evaluator holds the first calls: the driver must stop at QUEUED_PER_ACTOR per
+    actor and one page read, not queue or read the whole job."""
+    store = RecordingStore(tmp_path / "jobs.sqlite")
+    total, workers = PAGE + 10, 2
+    job_id = new_job(mesh, store, [str(mesh.root / f"ray-{i:04d}.mp4") for i in range(total)], workers=workers)
+    gate = mesh.evaluate_log.gate
+    outcome = {}
+    runner = threading.Thread(target=lambda: outcome.update(job=run_ray(store, job_id, workers=workers)))
+    gate.clear()
+    try:
+        runner.start()
+        wait_for(lambda: mesh.evaluate_log.held == workers, "each actor's first call", alive=runner)
+        in_flight = prometheus_client.REGISTRY.get_sample_value("theval_job_in_flight")
+        assert in_flight == workers * QUEUED_PER_ACTOR
+        assert store.reads == [(-1, PAGE)]  # one page of the PAGE + 10 pending items
+        assert store.get(job_id).done + store.get(job_id).failed == 0
+    finally:
+        gate.set()
+        runner.join(timeout=300)
+    assert not runner.is_alive()
+    job = outcome["job"]
+    assert (job.state, job.failed, job.remaining) == ("done", total, 0)
+    assert all("file not found" in r.reason for r in store.results(job_id))
+    assert store.reads == [(-1, PAGE), (PAGE - 1, 10), (PAGE + 9, 0)]
+    store.close()
