@@ -2,10 +2,10 @@
 of its own on a loopback port, built from the Service its module's register(cfg) returns, with
 real backends (MediaPipe FaceMesh, Silero VAD, the quality proxy) and real configs (rpc.config.load).
 
-Each server is built as rpc.server.serve builds one (message limits, the receive limit of the
-service, honest grpc.health.v1 from rpc.health), without what belongs to a process of its own:
-signal handling, the Prometheus HTTP port, the launcher's pipe and the metrics, auth and admission
-interceptors. Leaves can be stopped and started again on their port (a service that restarts).
+Each server is the one rpc.server.build makes for `theval serve` (interceptors, message limits,
+health, reflection), without what belongs to a process of its own: signal handling, the Prometheus
+HTTP port, the launcher's pipe. Leaves can be stopped and started again on their port (a service
+that restarts).
 
 The evaluator can be built once per process only: its job store's Prometheus collector goes into
 the process-wide registry (jobs.telemetry.register_jobs), which refuses a second one.
@@ -14,24 +14,17 @@ import argparse
 import importlib
 import threading
 import time
-from concurrent import futures
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from theval_mesh.rpc import config as mesh_config
-from theval_mesh.rpc.health import Health
 from theval_mesh.rpc.security import client_channel
+from theval_mesh.rpc.server import build
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
+from theval_mesh.service.main import SERVICE_MODULES as MODULES
 
-MODULES = {
-    "landmarks": "theval_mesh.rpc.servicers.landmarks",
-    "headpose": "theval_mesh.rpc.servicers.headpose",
-    "quality": "theval_mesh.rpc.servicers.quality",
-    "audio": "theval_mesh.rpc.servicers.audio",
-    "evaluator": "theval_mesh.service.evaluator",
-}
 MAX_VIDEO_BYTES = 256 * 1024  # the session mesh's (tests/unit/conftest.py) limit on a video sent as bytes
 
 
@@ -89,16 +82,7 @@ class Server:
 
     def start(self):
         cfg, service = self.cfg, self.service
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix=cfg.service),
-                             interceptors=self.interceptors,
-                             options=[("grpc.max_send_message_length", cfg.max_message_bytes),
-                                      ("grpc.max_receive_message_length",
-                                       service.receive_limit or cfg.max_message_bytes),
-                                      ("grpc.so_reuseport", 0)])
-        names = service.add(server)
-        health = Health(cfg.service, names, service.readiness)
-        health_pb2_grpc.add_HealthServicer_to_server(health.servicer, server)
-        port = server.add_insecure_port(f"127.0.0.1:{self.port}")
+        server, health, port = build(cfg, service, self.port, self.interceptors)
         assert port, f"{cfg.service}: cannot listen on 127.0.0.1:{self.port}"
         self.port = port
         if service.on_bound:

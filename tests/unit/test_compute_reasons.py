@@ -24,7 +24,7 @@ from video_files import gradient, write_video
 
 from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import estimate
-from theval_mesh.backends.landmarks.backend import LandmarkSeries
+from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.core.compute import MIN_DYNAMIC_FRAMES, compute_metrics
 from theval_mesh.core.frame_pass import FrameSeries
 from theval_mesh.pure.metrics.landmark_sets import LEFT_EYE, RIGHT_EYE

@@ -13,7 +13,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from theval_mesh.pure.exit_codes import EXIT_ERROR
+from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_OK
 from theval_mesh.rpc.admission import RESERVED_THREADS, AdmissionInterceptor
 from theval_mesh.rpc.config import Config
 from theval_mesh.rpc.health import Health
@@ -59,15 +59,17 @@ def _until_launcher_exits(name: str, stop: threading.Event):
     stop.set()
 
 
-def serve(config: Config, service: Service) -> int:
-    """Run until SIGTERM or Ctrl-C; returns the exit code."""
+def build(config: Config, service: Service, port: int | None = None, interceptors=()) -> tuple:
+    """The server of `service`: its interceptors, message limits, health and reflection, bound to
+    config.host and `port` (default config.port) but not started. Returns (server, health, bound port;
+    0 when the port could not be bound). interceptors: more, innermost (the tests' instruments)."""
     name = config.service
     server = grpc.server(
         # API calls never hold the reserved threads: health and refusals always find one.
         futures.ThreadPoolExecutor(max_workers=config.workers + RESERVED_THREADS, thread_name_prefix=name),
         # Metrics first: refused calls (no token, server full) are counted too.
         interceptors=[MetricsInterceptor(name)] + ([AuthInterceptor(config.tokens)] if config.tokens else [])
-        + [AdmissionInterceptor(name, config.workers, config.streams, config.stream_max_s)],
+        + [AdmissionInterceptor(name, config.workers, config.streams, config.stream_max_s)] + list(interceptors),
         options=[("grpc.max_send_message_length", config.max_message_bytes),
                  ("grpc.max_receive_message_length", service.receive_limit or config.max_message_bytes),
                  # Receive windows no wider than what is being read (64 KB beyond): unread requests
@@ -81,11 +83,19 @@ def serve(config: Config, service: Service) -> int:
         list(names) + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
         server)
     credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
-    address = f"{config.host}:{config.port}"
+    address = f"{config.host}:{config.port if port is None else port}"
     try:
-        port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+        bound = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     except RuntimeError:  # grpc raises on a port it cannot bind
-        port = 0
+        bound = 0
+    return server, health, bound
+
+
+def serve(config: Config, service: Service) -> int:
+    """Run until SIGTERM or Ctrl-C; returns the exit code."""
+    name = config.service
+    server, health, port = build(config, service)
+    credentials = bool(config.tls_cert)  # what build() bound the port with
     if not port:
         print(f"error: {name}: cannot listen on {config.host}:{config.port} (port in use?); "
               "choose another with --port", file=sys.stderr)
@@ -119,4 +129,4 @@ def serve(config: Config, service: Service) -> int:
         service.on_stop()
     metrics_server.shutdown()
     log.info("%s: stopped", name)
-    return 0
+    return EXIT_OK
