@@ -15,6 +15,7 @@ from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.metrics.profiles import PROFILES, REFERENCE
 from theval_mesh.pure.scoring import tables
+from theval_mesh.pure.scoring.final_score import WEIGHTS_EXAMPLE
 from theval_mesh.pure.settings import QUALITY_MODES, RunSettings
 
 
@@ -35,7 +36,7 @@ def add_run_options(p: argparse.ArgumentParser):
     p.add_argument("--normalise-translation", action="store_true",
                    help="head motion: express the face centre at 512 px so T does not grow with resolution")
     p.add_argument("--weights", default=None, metavar="SPEC",
-                   help='Final-score weights: JSON, a JSON file, or "Global aesthetic=2,Mouth quality=0"')
+                   help=f'Final-score weights: JSON, a JSON file, or "{WEIGHTS_EXAMPLE}"')
     p.add_argument("--weights-store", default=None, metavar="DIR",
                    help="quality model weights directory (default $THEVAL_WEIGHTS or ~/.cache/theval/weights)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
