@@ -95,8 +95,8 @@ def in_group(group: str) -> tuple[Metric, ...]:
 
 def markdown_table() -> str:
     """The metric table of the README (tests/unit/test_registry.py keeps the two equal)."""
-    def template(text):  # "{ratio:.0%}" -> "<ratio>"
-        return re.sub(r"\{(\w+)[^}]*\}", r"<\1>", text)
+    def template(text):  # "{ratio:.0%}" -> "[ratio]"
+        return re.sub(r"\{(\w+)[^}]*\}", r"[\1]", text)
     lines = ["| # | Metric (CSV column) | Key | Group | Raw value | Also read as | Computed by | NaN reasons |",
              "|---:|---|---|---|---|---|---|---|"]
     for i, m in enumerate(REGISTRY, start=1):
