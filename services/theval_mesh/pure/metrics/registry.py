@@ -23,7 +23,8 @@ HIGHER = "higher is better"     # a quality model's rating
 CLOSER = "closer to GT"         # a motion measure: too little and too much both lose
 LOWER = "lower is better"       # an error (lip-sync: the gap between mouth and loudness)
 
-# NaN reasons. Their {fields} are filled in by Metric.reason.
+# The conditions a metric's NaN reasons are keyed by; EMPTY: its function found too little to
+# measure. A reason's {fields} are filled in by Metric.reason.
 EMPTY, SHORT, NO_AUDIO, NO_SILENCE, LITTLE_SPEECH = "empty", "short", "no audio", "no silence", "little speech"
 # A std (or a variance of differences) over one or two samples is not a motion measure: `paper`
 # gives the Naturalness metrics NaN under this many frames with a face (`reference` a warning).
@@ -40,7 +41,7 @@ class Metric:
     group: str
     direction: str   # HIGHER, CLOSER or LOWER (see above)
     aliases: tuple[str, ...]  # other column names accepted on input (case and punctuation ignored)
-    function: Callable[..., float]  # the pure function that computes the raw value
+    function: Callable[..., float]  # computes the raw value (quality: from the model's per-frame scores)
     nan_reasons: Mapping[str, str]  # condition -> the reason a NaN value carries
 
     def reason(self, condition: str, **fields) -> str:
