@@ -117,7 +117,8 @@ def test_every_metric_in_registry_order_with_its_own_function():
     assert m.values["head_motion"] == registry.HEAD_MOTION.function(pose.pitch, pose.yaw, pose.roll, pose.cx, pose.cy)
 
 
-@pytest.mark.parametrize("problem, reason", [(None, "no audio track"), ("audio samples are NaN", "audio samples are NaN")])
+@pytest.mark.parametrize("problem, reason", [(None, "no audio track"),
+                                             ("audio samples are NaN", "audio samples are NaN")])
 def test_without_audio_the_synchronisation_metrics_say_why(problem, reason):
     m = compute_metrics(*_video(50, problem=problem), RunSettings())
     synchronisation = [metric.key for metric in REGISTRY if metric.group == SYNCHRONIZATION]
