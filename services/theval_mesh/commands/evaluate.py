@@ -13,6 +13,7 @@ from theval_mesh.jobs.report import Progress, write_report
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.scoring import tables
+from theval_mesh.pure.scoring.final_score import WEIGHTS_EXAMPLE
 from theval_mesh.pure.settings import SETTINGS, RunSettings
 
 
@@ -27,7 +28,7 @@ def add_run_options(p: argparse.ArgumentParser):
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="Ray workers: videos scored in parallel, each worker loading the models once (default 1)")
     p.add_argument("--weights", default=None, metavar="SPEC",
-                   help='Final-score weights: JSON, a JSON file, or "Global aesthetic=2,Mouth quality=0"')
+                   help=f'Final-score weights: JSON, a JSON file, or "{WEIGHTS_EXAMPLE}"')
     p.add_argument("--weights-store", default=None, metavar="DIR",
                    help="quality model weights directory (default $THEVAL_WEIGHTS or ~/.cache/theval/weights)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

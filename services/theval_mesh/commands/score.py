@@ -7,6 +7,7 @@ from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.scoring import (format_leaderboard_text, leaderboard, leaderboard_markdown, published_gt,
                                       read_raw_csv, write_leaderboard_csv)
 from theval_mesh.pure.scoring.errors import ScoringError
+from theval_mesh.pure.scoring.final_score import WEIGHTS_EXAMPLE
 
 
 def register(subparsers) -> None:
@@ -24,8 +25,8 @@ def register(subparsers) -> None:
     p.add_argument("--model-column", default="Model",
                    help="column holding the model names (default: Model, else the first column)")
     p.add_argument("--weights", metavar="SPEC",
-                   help='per-metric weights: JSON object, JSON file, or "Global aesthetic=2,Lip '
-                        'sync=0" (unspecified metrics weigh 1)')
+                   help=f'per-metric weights: JSON object, JSON file, or "{WEIGHTS_EXAMPLE}" '
+                        '(unspecified metrics weigh 1)')
     p.add_argument("--allow-mixed", action="store_true",
                    help="compare GT and models scored with different profiles/backends "
                         "(flagged in the output instead of refused)")

@@ -15,14 +15,11 @@ from theval_mesh.pure.metrics.lip_sync import MIN_SPEECH_RATIO, lip_sync, mouth_
 from theval_mesh.pure.metrics.loudness import loudness_at
 from theval_mesh.pure.metrics.profiles import REFERENCE
 from theval_mesh.pure.metrics.quality import mean_score
+from theval_mesh.pure.metrics.registry import (EMPTY, LITTLE_SPEECH, MIN_DYNAMIC_FRAMES, NATURALNESS, NO_AUDIO,
+                                               NO_SILENCE, REGISTRY, TOO_FEW_FRAMES, Metric)
 from theval_mesh.pure.metrics.silent_lip import silent_lip_stability
 from theval_mesh.pure.metrics.speech_frames import silent_frames, speech_mask
-from theval_mesh.pure.scoring.names import KEYS
 from theval_mesh.pure.settings import RunSettings
-
-METRIC_KEYS = KEYS  # the engine's order, the reference CSV column order
-# A std (or a variance of differences) over one or two samples is not a motion measure.
-MIN_DYNAMIC_FRAMES = 3
 
 
 @dataclass
@@ -48,7 +45,7 @@ class MetricValues:
         gives NaN with the reason; `reference` keeps the reference code's number, with the reason
         as a warning."""
         if frames < MIN_DYNAMIC_FRAMES:
-            short = f"needs at least {MIN_DYNAMIC_FRAMES} frames, the video has {frames} with a face"
+            short = TOO_FEW_FRAMES.format(frames=frames)
             if profile != REFERENCE:
                 value, reason_if_nan = float("nan"), short
             elif not np.isnan(value):
@@ -60,59 +57,92 @@ def _xy(points: np.ndarray, sx: float, sy: float) -> np.ndarray:
     return points[:, :, :2].astype(np.float64) * np.array([sx, sy])
 
 
-def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, settings: RunSettings) -> MetricValues:
-    """fs: landmarks and quality scores; pose: head pose of the single pass's frames."""
-    m = MetricValues()
-    single = fs.landmarks["single"]
-    pts, idx = single.points, single.frame_index
-    face = single.face_found()
-    n_face = int(face.sum())
-    w, h = fs.width, fs.height
+@dataclass
+class _Video:
+    """What one video's metrics are computed from. fs: landmarks and quality scores; pose: head
+    pose of the single pass's frames."""
+    fs: FrameSeries
+    pose: HeadPose
+    audio: AudioSeries
+    settings: RunSettings
 
-    # Quality
-    m.set("global_aesthetic", mean_score(fs.global_aesthetic), "no frames scored", len(fs.global_aesthetic))
-    m.set("mouth_quality", mean_score(fs.mouth_quality), "no face found", len(fs.mouth_quality))
-    m.set("face_quality", mean_score(fs.face_quality), "no face found", len(fs.face_quality))
+    def __post_init__(self):
+        self.single = self.fs.landmarks["single"]
+        self.n_face = int(self.single.face_found().sum())
 
-    # Naturalness
-    lip_series = fs.landmarks.get("lip_dynamics", single)
-    m.set_dynamic("lip_dynamics", lip_dynamics(_xy(lip_series.points, 256, 256), settings.profile),
-                  "fewer than 2 frames with a face", int(lip_series.face_found().sum()), settings.profile)
-    m.set_dynamic("head_motion", head_motion(pose.pitch, pose.yaw, pose.roll, pose.cx, pose.cy,
-                                             frame_size=(w, h) if settings.normalise_translation else None),
-                  "no face found", n_face, settings.profile)
-    m.set_dynamic("eyebrow_dynamics", eyebrow_dynamics(_xy(pts, w, h), settings.profile),
-                  "fewer than 2 frames with a face", n_face, settings.profile)
+    def own_pass(self, metric: Metric):
+        """The landmarks of the metric's own reference pass (named after it, landmarks/passes.py),
+        else of the single pass."""
+        return self.fs.landmarks.get(metric.key, self.single)
 
-    # Synchronisation
-    if audio.rms is None:
-        m.set("silent_lip_stability", np.nan, audio.problem or "no audio track", 0)
-        m.set("lip_sync", np.nan, audio.problem or "no audio track", 0)
-        return m
-    total = fs.frame_count
-    speech_all = speech_mask(audio.speech, fs.fps, total)
+
+# Each metric function's arguments from a video: (arguments, or None when the value is NaN
+# without computing it; frames behind the value; the reason it carries if NaN).
+def _quality(v: _Video, metric: Metric):
+    scores = getattr(v.fs, metric.key)  # FrameSeries keeps each quality metric's scores under its key
+    return (scores,), len(scores), metric.reason(EMPTY)
+
+
+def _lip_dynamics(v: _Video, metric: Metric):
+    series = v.own_pass(metric)
+    return ((_xy(series.points, 256, 256), v.settings.profile), int(series.face_found().sum()),
+            metric.reason(EMPTY))
+
+
+def _head_motion(v: _Video, metric: Metric):
+    p, fs = v.pose, v.fs
+    frame_size = (fs.width, fs.height) if v.settings.normalise_translation else None
+    return (p.pitch, p.yaw, p.roll, p.cx, p.cy, frame_size), v.n_face, metric.reason(EMPTY)
+
+
+def _eyebrow_dynamics(v: _Video, metric: Metric):
+    return ((_xy(v.single.points, v.fs.width, v.fs.height), v.settings.profile), v.n_face,
+            metric.reason(EMPTY))
+
+
+def _silent_lip(v: _Video, metric: Metric):
+    if v.audio.rms is None:
+        return None, 0, v.audio.problem or metric.reason(NO_AUDIO)
+    fs = v.fs
     # As the reference scripts count frames: silent-lip OpenCV's header count, lip-sync decord's
     # count of the frames themselves (stages._frame_count_warnings says when they differ).
-    kept = silent_frames(audio.silence_speech, fs.fps, fs.header_frames or total)
+    kept = silent_frames(v.audio.silence_speech, fs.fps, fs.header_frames or fs.frame_count)
     silent_series = fs.landmarks.get("silent_lip")
     if silent_series is None:
-        rows = np.isin(idx, kept)
-        silent_pts = _xy(pts[rows], 256, 256)
+        points = _xy(v.single.points[np.isin(v.single.frame_index, kept)], 256, 256)
     else:
-        silent_pts = _xy(silent_series.points, 256, 256)
-    silent_value = silent_lip_stability(silent_pts, settings.profile)
-    reason = ("no silence of at least 0.3 s" if len(kept) == 0
-              else "fewer than 2 silent frames with a face")
-    m.set("silent_lip_stability", silent_value, reason, int((~np.isnan(silent_pts[:, 0, 0])).sum()))
+        points = _xy(silent_series.points, 256, 256)
+    return ((points, v.settings.profile), int((~np.isnan(points[:, 0, 0])).sum()),
+            metric.reason(NO_SILENCE if len(kept) == 0 else EMPTY))
 
-    sync_series = fs.landmarks.get("lip_sync", single)
-    openness = mouth_openness(sync_series.points[:, :, :2])
-    sync_idx = sync_series.frame_index
-    loud = loudness_at(sync_idx / fs.fps, audio.rms, audio.rms_times)
+
+def _lip_sync(v: _Video, metric: Metric):
+    if v.audio.rms is None:
+        return None, 0, v.audio.problem or metric.reason(NO_AUDIO)
+    fs, total = v.fs, v.fs.frame_count
+    speech_all = speech_mask(v.audio.speech, fs.fps, total)
+    series = v.own_pass(metric)
+    openness = mouth_openness(series.points[:, :, :2])
+    loud = loudness_at(series.frame_index / fs.fps, v.audio.rms, v.audio.rms_times)
     ratio = float(speech_all.mean()) if total else 0.0
-    speech_used = speech_all[sync_idx]
-    value = lip_sync(openness, loud, speech_used, ratio)
-    reason = (f"speech covers {ratio:.0%} of the frames (under {MIN_SPEECH_RATIO:.0%})"
-              if ratio < MIN_SPEECH_RATIO else "fewer than 2 speech frames with a face")
-    m.set("lip_sync", value, reason, int((speech_used & ~np.isnan(openness)).sum()))
+    speech_used = speech_all[series.frame_index]
+    reason = metric.reason(LITTLE_SPEECH, ratio=ratio) if ratio < MIN_SPEECH_RATIO else metric.reason(EMPTY)
+    return (openness, loud, speech_used, ratio), int((speech_used & ~np.isnan(openness)).sum()), reason
+
+
+_ARGUMENTS = {mean_score: _quality, lip_dynamics: _lip_dynamics, head_motion: _head_motion,
+              eyebrow_dynamics: _eyebrow_dynamics, silent_lip_stability: _silent_lip, lip_sync: _lip_sync}
+
+
+def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, settings: RunSettings) -> MetricValues:
+    """Every metric of the registry, in its order, each timed."""
+    m = MetricValues()
+    video = _Video(fs, pose, audio, settings)
+    for metric in REGISTRY:
+        arguments, frames, reason = _ARGUMENTS[metric.function](video, metric)
+        value = np.nan if arguments is None else metric.function(*arguments)
+        if metric.group == NATURALNESS:  # motion measures: see set_dynamic
+            m.set_dynamic(metric.key, value, reason, frames, settings.profile)
+        else:
+            m.set(metric.key, value, reason, frames)
     return m

@@ -27,6 +27,7 @@ class FrameSeries:
     frame_count: int = 0    # frames decoded
     header_frames: int = 0  # frames the header announces (media.decode.VideoInfo)
     landmarks: dict[str, LandmarkSeries] = field(default_factory=dict)  # pass name -> series
+    # Per-frame scores of each quality metric, named by its registry key (read by key).
     global_aesthetic: list[float] = field(default_factory=list)
     face_quality: list[float] = field(default_factory=list)
     mouth_quality: list[float] = field(default_factory=list)
@@ -78,8 +79,7 @@ def mesh_passes(settings: RunSettings) -> dict[str, passes.MeshPass]:
     if settings.single_pass:
         return {"single": passes.SINGLE}
     lip_sync = passes.LIP_SYNC_REFERENCE if settings.profile == REFERENCE else passes.LIP_SYNC_PAPER
-    return {"single": passes.SINGLE, "lip_dynamics": passes.LIP_DYNAMICS,
-            "lip_sync": lip_sync, "mouth_quality": passes.MOUTH_QUALITY}
+    return {p.name: p for p in (passes.SINGLE, passes.LIP_DYNAMICS, lip_sync, passes.MOUTH_QUALITY)}
 
 
 class _Worker(threading.Thread):
@@ -163,7 +163,7 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
     trackers = {name: FaceTracker(p) for name, p in specs.items()}
     out.landmarks = {name: LandmarkSeries(t.num_points) for name, t in trackers.items()}
     # The quality thread needs each frame's mouth (and, in paper, face) landmarks, in order.
-    mouth_pass = "mouth_quality" if "mouth_quality" in specs else "single"
+    mouth_pass = passes.MOUTH_QUALITY.name if passes.MOUTH_QUALITY.name in specs else "single"
     wanted = {mouth_pass, "single"} if quality_backend else set()
     handoff = {name: queue.Queue(maxsize=QUEUE_FRAMES) for name in wanted}
     workers = {name: _Worker(name, _tracking_step(t, out.landmarks[name]), handoff.get(name))
@@ -206,7 +206,7 @@ def run_quality_pass(reader: MediaReader, settings: RunSettings, quality_backend
     info = reader.info
     out = FrameSeries(info.width, info.height, info.fps, header_frames=info.header_frames, landmarks=landmarks)
     single = landmarks["single"]
-    mouth = landmarks.get("mouth_quality", single)
+    mouth = landmarks.get(passes.MOUTH_QUALITY.name, single)
     rows = {int(i): k for k, i in enumerate(single.frame_index)}
     mouth_rows = {int(i): k for k, i in enumerate(mouth.frame_index)}
     single_pts, mouth_pts = single.points, mouth.points

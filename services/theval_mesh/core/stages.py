@@ -23,6 +23,7 @@ from theval_mesh.core.frame_pass import FrameSeries, run_frame_pass
 from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.pure.errors import VideoError
 from theval_mesh.pure.metrics.profiles import REFERENCE
+from theval_mesh.pure.metrics.registry import LIP_SYNC
 from theval_mesh.pure.metrics.speech_frames import silent_frames
 from theval_mesh.pure.settings import RunSettings
 
@@ -127,7 +128,7 @@ def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames)
     result.warnings.extend(_frame_count_warnings(info, series.frame_count))
     result.provenance = {**result.provenance, "frame_counts": {
         "decoded": series.frame_count, "header": info.header_frames,
-        "lip_sync": "decoded (decord's count)", "silent_lip": "header (OpenCV's count)"}}
+        LIP_SYNC.key: "decoded (decord's count)", "silent_lip": "header (OpenCV's count)"}}
     if result.face_frames == 0:
         if s.profile != REFERENCE:
             raise VideoError(info.path, f"no face found in any of the {result.frames_used} frames used")

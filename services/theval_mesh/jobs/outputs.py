@@ -4,26 +4,26 @@ import json
 import math
 from pathlib import Path
 
-from theval_mesh.core.compute import METRIC_KEYS
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import VideoResult
+from theval_mesh.pure.metrics.registry import REGISTRY
 from theval_mesh.pure.scoring import tables
 from theval_mesh.pure.scoring.final_score import Leaderboard
-from theval_mesh.pure.scoring.names import NAME_OF_KEY
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_DB = "results.sqlite"  # the job store of `theval evaluate`: every result as it is committed
 
 
 def write_results_csv(results: list[VideoResult], path: Path):
-    cols = (["model", "video", "status", "reason"] + list(METRIC_KEYS)
+    keys = [m.key for m in REGISTRY]
+    cols = (["model", "video", "status", "reason"] + keys
             + ["nan_reasons", "frames_total", "frames_used", "face_frames", "fps", "width", "height",
                "seconds", "warnings", "provenance"])
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for r in sorted(results, key=lambda r: (r.model, r.video)):
-            metrics = ["" if math.isnan(r.metrics.get(k, math.nan)) else repr(r.metrics[k]) for k in METRIC_KEYS]
+            metrics = ["" if math.isnan(r.metrics.get(k, math.nan)) else repr(r.metrics[k]) for k in keys]
             w.writerow([r.model, r.video, r.status, r.reason or ""] + metrics + [
                 "; ".join(f"{k}: {v}" for k, v in r.nan_reasons.items()), r.frames_total, r.frames_used,
                 r.face_frames, r.fps, r.width, r.height, r.seconds,
@@ -39,7 +39,7 @@ def plot_leaderboard(board: Leaderboard, path: Path):
     import numpy as np
 
     rows = [r for r in board.rows if not r.is_gt] or board.rows
-    metrics = [NAME_OF_KEY[k] for k in METRIC_KEYS]
+    metrics = [m.name for m in REGISTRY]
     grid = np.array([[r.scores.get(m, math.nan) for m in metrics] for r in rows])
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 1.2 + 0.45 * len(rows)),
                                  gridspec_kw={"width_ratios": [4, 1]})

@@ -12,11 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
+from theval_mesh.backends.landmarks import passes
 from theval_mesh.backends.liveness import check
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.frame_pass import FrameSeries
 from theval_mesh.core.provenance import describe
 from theval_mesh.pure.errors import ServiceError
+from theval_mesh.pure.metrics.registry import QUALITY, in_group
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.admission import is_busy
@@ -148,13 +150,13 @@ class MeshVideo:
                            landmarks={m.pass_name: wire.landmarks_from_proto(m) for m in response.series})
 
     def quality(self, series: FrameSeries):
-        used = [self._series[n] for n in ("single", "mouth_quality") if n in self._series]
+        used = [self._series[n] for n in ("single", passes.MOUTH_QUALITY.name) if n in self._series]
         request = quality_pb2.QualityRequest(video=self.ref, settings=self.settings_msg, landmarks=used)
 
         def run():
             response = self._call("quality", "Score", request)
-            for name in ("global_aesthetic", "face_quality", "mouth_quality"):
-                setattr(series, name, list(wire.get_array(response, name)))
+            for metric in in_group(QUALITY):
+                setattr(series, metric.key, list(wire.get_array(response, metric.key)))
             return series
         return self.clients.pool.submit(run)
 

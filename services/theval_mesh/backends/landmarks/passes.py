@@ -5,6 +5,8 @@ resolution, refined, tracking, RGB) and derives every landmark metric from it.
 """
 from dataclasses import dataclass
 
+from theval_mesh.pure.metrics import registry as metric
+
 
 @dataclass(frozen=True)
 class MeshPass:
@@ -17,10 +19,11 @@ class MeshPass:
 
 SINGLE = MeshPass("single")
 
-# The reference scripts' passes (METRICS.md, "Which FaceMesh settings each metric used").
-LIP_DYNAMICS = MeshPass("lip_dynamics", resize_256=True)
+# The reference scripts' passes (METRICS.md, "Which FaceMesh settings each metric used"). A pass
+# one metric alone uses is named after it (compute.py finds it by the metric's key).
+LIP_DYNAMICS = MeshPass(metric.LIP_DYNAMICS.key, resize_256=True)
 EYEBROW = MeshPass("eyebrow")
 SILENT_LIP = MeshPass("silent_lip", resize_256=True)
-LIP_SYNC_REFERENCE = MeshPass("lip_sync", refine=False, bgr=True)
-LIP_SYNC_PAPER = MeshPass("lip_sync", refine=False)
-MOUTH_QUALITY = MeshPass("mouth_quality", refine=False, static=True)
+LIP_SYNC_REFERENCE = MeshPass(metric.LIP_SYNC.key, refine=False, bgr=True)
+LIP_SYNC_PAPER = MeshPass(metric.LIP_SYNC.key, refine=False)
+MOUTH_QUALITY = MeshPass(metric.MOUTH_QUALITY.key, refine=False, static=True)

@@ -11,6 +11,7 @@ from theval_mesh.backends.quality.local_models import LocalModels
 from theval_mesh.backends.quality.registry import METRIC_MODELS, MODELS
 from theval_mesh.pure.errors import UserError, WeightsMissing
 from theval_mesh.pure.metrics.quality import FRAME_BATCH, MOUTH_BATCH, batches, pad_to_batch
+from theval_mesh.pure.metrics.registry import FACE_QUALITY, GLOBAL_AESTHETIC, MOUTH_QUALITY
 from theval_mesh.pure.settings import QUALITY_MODES
 
 
@@ -70,7 +71,7 @@ class QualityBackend:
         frames = _check_images(frames)
         if self.resolved_mode == "proxy":
             return np.array([proxy.score(f) for f in frames], dtype=np.float64)
-        out = [self._scores("global_aesthetic", batch) for batch in batches(frames, FRAME_BATCH)]
+        out = [self._scores(GLOBAL_AESTHETIC.key, batch) for batch in batches(frames, FRAME_BATCH)]
         return np.concatenate(out) if out else np.zeros(0)
 
     def kept_frame(self, frame: np.ndarray) -> np.ndarray:
@@ -98,7 +99,7 @@ class QualityBackend:
             if self.resolved_mode == "proxy":
                 out.append(np.array([proxy.score(c) for c in padded], dtype=np.float64))
             else:
-                out.append(self._scores("mouth_quality", list(padded)))
+                out.append(self._scores(MOUTH_QUALITY.key, list(padded)))
         return np.concatenate(out) if out else np.zeros(0)
 
     def face_quality(self, images) -> np.ndarray:
@@ -111,7 +112,7 @@ class QualityBackend:
         images = _check_images(images)
         if self.resolved_mode == "proxy":
             return np.array([proxy.score(im) for im in images], dtype=np.float64)
-        return self._scores("face_quality", images, each=True) if images else np.zeros(0)
+        return self._scores(FACE_QUALITY.key, images, each=True) if images else np.zeros(0)
 
     # ------------------------------------------------------------------ provenance
     def provenance(self) -> dict:

@@ -35,6 +35,7 @@ alignment follows the model name, see `aligns_faces`.
 from dataclasses import dataclass, field
 
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.metrics.registry import FACE_QUALITY, GLOBAL_AESTHETIC, MOUTH_QUALITY
 
 PYIQA_HF = "https://huggingface.co/chaofengc/IQA-PyTorch-Weights/resolve/main/"
 SWIN_URL = ("https://github.com/SwinTransformer/storage/releases/download/v1.0.0/"
@@ -107,10 +108,10 @@ MODELS = {m.name: m for m in (
 # Which model scores which metric, per profile (METRICS.md "Quality"). Both score faces with
 # pyiqa 0.1.13's topiq_nr-face (GFIQA); they differ in what they score (full frames or face crops).
 METRIC_MODELS = {
-    "reference": {"global_aesthetic": "topiq_iaa", "mouth_quality": "musiq",
-                  "face_quality": "topiq_nr-face"},
-    "paper": {"global_aesthetic": "topiq_iaa", "mouth_quality": "musiq-spaq",
-              "face_quality": "topiq_nr-face"},
+    "reference": {GLOBAL_AESTHETIC.key: "topiq_iaa", MOUTH_QUALITY.key: "musiq",
+                  FACE_QUALITY.key: "topiq_nr-face"},
+    "paper": {GLOBAL_AESTHETIC.key: "topiq_iaa", MOUTH_QUALITY.key: "musiq-spaq",
+              FACE_QUALITY.key: "topiq_nr-face"},
 }
 
 

@@ -12,6 +12,7 @@ determine metric values and are compared here:
 
 Tool version and timing fields are ignored, wherever they appear.
 """
+from theval_mesh.pure.metrics.registry import QUALITY
 from theval_mesh.pure.scoring.errors import IncompatibleBackends
 from theval_mesh.pure.scoring.names import GROUPS, METRICS, canonical_metric
 
@@ -33,7 +34,7 @@ PUBLISHED_PROVENANCE = {
     "landmarks": "reference",
     "headpose": "reference",
     "vad": "reference",
-    "quality": {m: "reference" for m in GROUPS["Quality"]},
+    "quality": {m: "reference" for m in GROUPS[QUALITY]},
 }
 
 PUBLISHED_GT_WARNING = (

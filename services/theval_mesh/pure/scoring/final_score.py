@@ -14,12 +14,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from theval_mesh.pure.metrics.registry import GLOBAL_AESTHETIC, LIP_SYNC
 from theval_mesh.pure.scoring.compat import PUBLISHED_GT_WARNING, check_compatible, is_published
 from theval_mesh.pure.scoring.errors import IncompatibleBackends, ScoringError
 from theval_mesh.pure.scoring.names import GROUPS, METRICS, canonical_metric
 
 GT_EPSILON = 1e-9  # |GT| at or below this is "zero" (same threshold as the reference code)
 RANK_DECIMALS = 12  # finals equal to this many decimals are ties (float noise is not a ranking)
+WEIGHTS_EXAMPLE = f"{GLOBAL_AESTHETIC.name}=2,{LIP_SYNC.name}=0"  # for help texts and errors
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def parse_weights(spec=None) -> dict:
                 name, sep, weight = item.partition("=")
                 if not sep:
                     raise ScoringError(f"weights: {item!r} is not Metric=weight "
-                                       "(e.g. \"Global aesthetic=2,Lip sync=0\")")
+                                       f"(e.g. \"{WEIGHTS_EXAMPLE}\")")
                 given[name.strip()] = weight.strip()
 
     weights = dict.fromkeys(METRICS, 1.0)

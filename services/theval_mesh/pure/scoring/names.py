@@ -1,37 +1,14 @@
-"""The 8 THEval metric names, their machine keys, groups, and the column aliases accepted on input."""
+"""Views of the metric registry (pure/metrics/registry.py) by name: the 8 canonical names, their
+machine keys, the groups, and the column spellings accepted on input."""
 import re
 
-# Canonical names, in the column order of the reference code's CSV files.
-METRICS = (
-    "Global aesthetic",
-    "Mouth quality",
-    "Face quality",
-    "Lip dynamics",
-    "Head motion dynamics",
-    "Eyebrow dynamics",
-    "Silent lip stability",
-    "Lip sync",
-)
+from theval_mesh.pure.metrics.registry import GROUP_NAMES, REGISTRY, in_group
 
-KEYS = (
-    "global_aesthetic",
-    "mouth_quality",
-    "face_quality",
-    "lip_dynamics",
-    "head_motion",
-    "eyebrow_dynamics",
-    "silent_lip_stability",
-    "lip_sync",
-)
-
-KEY_OF = dict(zip(METRICS, KEYS))
-NAME_OF_KEY = dict(zip(KEYS, METRICS))
-
-GROUPS = {
-    "Quality": METRICS[0:3],
-    "Naturalness": METRICS[3:6],
-    "Synchronization": METRICS[6:8],
-}
+METRICS = tuple(m.name for m in REGISTRY)  # in the column order of the reference code's CSV files
+KEYS = tuple(m.key for m in REGISTRY)
+KEY_OF = {m.name: m.key for m in REGISTRY}
+NAME_OF_KEY = {m.key: m.name for m in REGISTRY}
+GROUPS = {g: tuple(m.name for m in in_group(g)) for g in GROUP_NAMES}
 
 FINAL = "Final score"
 
@@ -41,29 +18,7 @@ def _key(name) -> str:
     return re.sub(r"[^a-z0-9]+", " ", str(name).strip().lower()).strip()
 
 
-_ALIASES = {
-    "global aesthetics": "Global aesthetic",
-    "global aesthetic score": "Global aesthetic",
-    "mouth quality score": "Mouth quality",
-    "face quality score": "Face quality",
-    "std over time": "Lip dynamics",
-    "lip dynamics std": "Lip dynamics",
-    "head motion": "Head motion dynamics",
-    "head motion dynamic": "Head motion dynamics",
-    "eyebrow": "Eyebrow dynamics",
-    "eyebrow dynamics score": "Eyebrow dynamics",
-    "micro expression intensity": "Eyebrow dynamics",
-    "silent mad": "Silent lip stability",
-    "silent lip": "Silent lip stability",
-    "silence lip stability": "Silent lip stability",
-    "mean difference": "Lip sync",
-    "lip synchronization": "Lip sync",
-    "lipsync": "Lip sync",
-}
-
-ALIASES = {_key(m): m for m in METRICS}
-ALIASES.update({_key(key): name for name, key in KEY_OF.items()})
-ALIASES.update({_key(alias): name for alias, name in _ALIASES.items()})
+ALIASES = {_key(spelling): m.name for m in REGISTRY for spelling in (m.name, m.key, *m.aliases)}
 
 
 def canonical_metric(name) -> str | None:

@@ -8,6 +8,7 @@ import math
 from importlib import resources
 from pathlib import Path
 
+from theval_mesh.pure.metrics.registry import NATURALNESS, QUALITY, REGISTRY, SYNCHRONIZATION
 from theval_mesh.pure.scoring.compat import PUBLISHED_PROVENANCE
 from theval_mesh.pure.scoring.errors import ScoringError
 from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow
@@ -16,10 +17,8 @@ from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS, canonical_met
 COUNT_PREFIX = "n:"  # count columns "n:<metric>" come after the 8 metrics
 DATA_PACKAGE = "theval_mesh"
 SHORT = {  # terminal column headers
-    "Global aesthetic": "Aesth", "Mouth quality": "Mouth", "Face quality": "Face",
-    "Lip dynamics": "LipDyn", "Head motion dynamics": "Head", "Eyebrow dynamics": "Brow",
-    "Silent lip stability": "Silent", "Lip sync": "LipSync",
-    "Quality": "Qual", "Naturalness": "Nat", "Synchronization": "Sync", FINAL: "FINAL",
+    **{m.name: m.short for m in REGISTRY},
+    QUALITY: "Qual", NATURALNESS: "Nat", SYNCHRONIZATION: "Sync", FINAL: "FINAL",
 }
 
 

@@ -11,6 +11,7 @@ from theval_mesh.backends.quality import proxy
 from theval_mesh.backends.quality.backend import QualityBackend
 from theval_mesh.core.frame_pass import run_quality_pass
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.metrics.registry import FACE_QUALITY, GLOBAL_AESTHETIC, MOUTH_QUALITY, QUALITY, in_group
 from theval_mesh.rpc import telemetry, wire
 from theval_mesh.rpc.servicers.common import (opened_video, request_limit, run_settings, servicer_service,
                                               triton_client, until_triton_answers)
@@ -35,19 +36,19 @@ class _Timed:
             return getattr(self.backend, metric)(images)
 
     def global_aesthetic(self, frames):
-        return self._call("global_aesthetic", frames)
+        return self._call(GLOBAL_AESTHETIC.key, frames)
 
     def face_quality(self, images):
-        return self._call("face_quality", images)
+        return self._call(FACE_QUALITY.key, images)
 
     def mouth_quality(self, crops):
-        return self._call("mouth_quality", crops)
+        return self._call(MOUTH_QUALITY.key, crops)
 
     def kept_frame(self, frame):
         return self.backend.kept_frame(frame)
 
     def full_frames(self, frames):
-        models = sorted({self._model("global_aesthetic"), self._model("face_quality")})
+        models = sorted({self._model(GLOBAL_AESTHETIC.key), self._model(FACE_QUALITY.key)})
         with telemetry.timed(telemetry.INFERENCE.labels("quality", "+".join(models))):
             return self.backend.full_frames(frames)
 
@@ -118,8 +119,8 @@ class QualityServicer(quality_pb2_grpc.QualityServiceServicer):
                                       on_frames=telemetry.FRAMES.labels("quality").inc,
                                       cancelled=liveness.of_call(context))
         out = quality_pb2.QualityResponse(frame_count=series.frame_count)
-        for name in ("global_aesthetic", "face_quality", "mouth_quality"):
-            wire.set_array(out, name, getattr(series, name))
+        for metric in in_group(QUALITY):
+            wire.set_array(out, metric.key, getattr(series, metric.key))
         return out
 
     @rpc
