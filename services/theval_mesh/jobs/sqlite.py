@@ -62,11 +62,14 @@ class Database:
         self.path, self.what = str(path), what
         self.connection = open_sqlite(self.path, what)
         self.lock = threading.Lock()
-        with self.lock:
+        try:
             self.connection.execute("PRAGMA journal_mode=WAL")  # not inside a transaction
             self.connection.execute("PRAGMA synchronous=FULL")
-        with self.transaction() as db:  # one process migrates; the others wait, then find it done
-            self._migrate(db, schema, migrations)
+            with self.transaction() as db:  # one process migrates; the others wait, then find it done
+                self._migrate(db, schema, migrations)
+        except BaseException:
+            self.connection.close()
+            raise
 
     def _migrate(self, db, schema: str, migrations: list[Step]):
         newer = "newer than this theval's {}: upgrade theval"
