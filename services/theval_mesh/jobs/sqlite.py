@@ -89,8 +89,11 @@ class Database:
             else:  # not executescript(): it would commit the transaction first
                 for statement in filter(str.strip, step.split(";")):
                     db.execute(statement)
-        db.execute("INSERT OR REPLACE INTO schema_versions (name, version) VALUES (?, ?)", (schema, len(migrations)))
-        db.execute(f"PRAGMA user_version = {FILE_FORMAT}")
+        if row is None or version < len(migrations):  # else nothing to write (each open would fsync)
+            db.execute("INSERT OR REPLACE INTO schema_versions (name, version) VALUES (?, ?)",
+                       (schema, len(migrations)))
+        if file_format != FILE_FORMAT:
+            db.execute(f"PRAGMA user_version = {FILE_FORMAT}")
 
     def rows(self, sql: str, args=()) -> list:
         with self.lock:
