@@ -81,8 +81,8 @@ def test_a_full_disk_stops_the_job_resumably_with_what_it_committed(tmp_path, cl
     path = tmp_path / "jobs.sqlite"
     store = SqliteJobStore(path)
     job = store.create(JobSpec(inputs=inputs, settings=SETTINGS), plan([tuple(i) for i in inputs]))
-    (pages,) = store._db.execute("PRAGMA page_count").fetchone()
-    store._db.execute(f"PRAGMA max_page_count = {pages + 2}")  # SQLite answers SQLITE_FULL past it, as a full disk
+    (pages,) = store._sql.connection.execute("PRAGMA page_count").fetchone()
+    store._sql.connection.execute(f"PRAGMA max_page_count = {pages + 2}")  # SQLite answers SQLITE_FULL past it, as a full disk
     with pytest.raises(StoreFull) as full:
         run_inline(store, job.id)
     kept = store.get(job.id)

@@ -109,8 +109,8 @@ def test_a_full_disk_keeps_what_was_committed_and_says_how_to_go_on(tmp_path):
     job = store.create(spec(), items(200))
     for _, it in store.pending(job.id)[:5]:
         store.commit(job.id, result(it, padding=3000))
-    (pages,) = store._db.execute("PRAGMA page_count").fetchone()
-    store._db.execute(f"PRAGMA max_page_count = {pages + 4}")  # SQLite answers SQLITE_FULL past it
+    (pages,) = store._sql.connection.execute("PRAGMA page_count").fetchone()
+    store._sql.connection.execute(f"PRAGMA max_page_count = {pages + 4}")  # SQLite answers SQLITE_FULL past it
     committed = 5
     with pytest.raises(StoreFull) as full:
         for _, it in store.pending(job.id):
@@ -129,8 +129,8 @@ def test_a_full_disk_keeps_what_was_committed_and_says_how_to_go_on(tmp_path):
 
 def test_a_full_disk_while_creating_a_job_changes_nothing(tmp_path):
     store = SqliteJobStore(tmp_path / "jobs.sqlite")
-    (pages,) = store._db.execute("PRAGMA page_count").fetchone()
-    store._db.execute(f"PRAGMA max_page_count = {pages}")
+    (pages,) = store._sql.connection.execute("PRAGMA page_count").fetchone()
+    store._sql.connection.execute(f"PRAGMA max_page_count = {pages}")
     with pytest.raises(StoreFull, match="is full: nothing was written"):
         store.create(spec(), [Item("m", "v" * 3000 + f"{i}.mp4") for i in range(50)])
     assert store.jobs() == []

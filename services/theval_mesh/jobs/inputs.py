@@ -21,10 +21,15 @@ def parse_model_arg(text: str) -> tuple[str, str]:
     return name, path
 
 
+def videos_in(folder: Path) -> list[Path]:
+    """The video files under `folder`, in its subfolders too (not through links to folders), sorted."""
+    return sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix.lower() in VIDEO_SUFFIXES)
+
+
 def discover(model: str, path: str) -> list[Item]:
     p = Path(path)
     if p.is_dir():
-        videos = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in VIDEO_SUFFIXES)
+        videos = videos_in(p)
         if not videos:
             return [Item(model, str(p), f"no video files ({', '.join(VIDEO_SUFFIXES)}) in the folder")]
         return [Item(model, str(v)) for v in videos]

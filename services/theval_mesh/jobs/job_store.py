@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import sqlite3
-import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -18,10 +17,12 @@ from typing import Iterable, Iterator, Protocol
 
 from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.jobs.inputs import Item
+from theval_mesh.jobs.sqlite import Database
 from theval_mesh.pure.errors import NotFound, UserError
 
-SCHEMA_VERSION = 1
-SCHEMA = """
+# The job store's migrations (jobs.sqlite), oldest first; the first made every store before
+# versions were kept per schema, so it must stay harmless on them.
+MIGRATIONS = ["""
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, created REAL NOT NULL, spec TEXT NOT NULL, settings_key TEXT NOT NULL, total INTEGER NOT NULL, state TEXT NOT NULL, error TEXT,
     cancel INTEGER NOT NULL DEFAULT 0, driver TEXT, heartbeat REAL, started REAL, finished REAL);
@@ -32,7 +33,8 @@ CREATE TABLE IF NOT EXISTS results (
     settings_key TEXT NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, status TEXT NOT NULL,
     result TEXT NOT NULL, committed REAL NOT NULL, PRIMARY KEY (settings_key, model, video));
 CREATE INDEX IF NOT EXISTS results_time ON results (settings_key, committed);
-"""
+"""]
+SCHEMA_VERSION = len(MIGRATIONS)
 STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 FINISHED = ("done", "failed", "cancelled")
 HEARTBEAT_S = 5.0
@@ -104,26 +106,6 @@ class StoreFull(UserError):
     """The disk holding the store is full: the write was undone, earlier commits are kept."""
 
 
-def open_sqlite(path: str, what: str = "job store") -> sqlite3.Connection:
-    """A connection to the SQLite store at `path`, created if absent. An existing file that is
-    empty or corrupt is refused: SQLite would silently start a new, empty store in its place."""
-    existed = os.path.exists(path)
-    if existed and os.path.getsize(path) == 0:
-        raise UserError(f"{what} {path} is empty (0 bytes) but exists: restore it from a backup, or delete it "
-                        "to start a new store")
-    try:
-        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
-        check = db.execute("PRAGMA quick_check").fetchall()[0][0] if existed else "ok"
-    except sqlite3.OperationalError as err:  # locked, unreadable...: no proof of damage
-        raise UserError(f"{what} {path} cannot be opened ({err}): check its permissions") from None
-    except sqlite3.DatabaseError as err:  # not a database, malformed
-        check = str(err)
-    if check != "ok":
-        raise UserError(f"{what} {path} is corrupt ({' '.join(check.split())[:200]}): restore it from a backup, "
-                        "or move it aside to start a new store")
-    return db
-
-
 def _start_time(pid: int) -> str | None:
     """The start time of a live process (/proc/PID/stat field 22: a reused pid has another one);
     None when it is gone or a zombie (killed, not reaped yet); "" when unknown."""
@@ -181,36 +163,17 @@ class SqliteJobStore:
         parent = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(parent):
             raise UserError(f"job store {self.path}: folder {parent} does not exist")
-        self._db = open_sqlite(self.path)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")  # committed = on disk
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise UserError(f"job store {self.path} has schema version {version}, newer than this "
-                                f"theval's {SCHEMA_VERSION}: upgrade theval")
-            self._db.executescript(SCHEMA)
-            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self._sql = Database(self.path, "job store", "jobs", MIGRATIONS)
 
     # ------------------------------------------------------------------ plumbing
     def _query(self, sql: str, args=()) -> list:
-        with self._lock:
-            return self._db.execute(sql, args).fetchall()
+        return self._sql.rows(sql, args)
 
     def _write(self, fn, job_id: str | None = None):
         """fn(db) in one transaction; a full disk undoes it and raises StoreFull (about `job_id`)."""
         try:
-            with self._lock:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    out = fn(self._db)
-                    self._db.execute("COMMIT")
-                    return out
-                except BaseException:
-                    if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
-                        self._db.execute("ROLLBACK")
-                    raise
+            with self._sql.transaction() as db:
+                return fn(db)
         except sqlite3.OperationalError as err:
             if err.sqlite_errorcode != sqlite3.SQLITE_FULL:
                 raise
@@ -223,8 +186,7 @@ class SqliteJobStore:
                             ) from None
 
     def close(self):
-        with self._lock:
-            self._db.close()
+        self._sql.close()
 
     # ------------------------------------------------------------------ jobs
     def create(self, spec: JobSpec, items: Iterable[Item]) -> Job:

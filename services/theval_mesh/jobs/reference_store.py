@@ -4,15 +4,16 @@ A reference set keeps its per-video results, the mean of every metric (RawRow va
 number of videos behind each), the settings and the provenance they were scored with.
 """
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 
 from theval_mesh.core.results import VideoResult
-from theval_mesh.jobs.job_store import open_sqlite
+from theval_mesh.jobs.sqlite import Database, add_column
 from theval_mesh.pure.scoring.final_score import RawRow
 
-SCHEMA = """
+# The reference store's migrations, oldest first; the first two made every store before versions
+# were kept per schema (some with the owners, some without), so they must stay harmless on them.
+MIGRATIONS = ["""
 CREATE TABLE IF NOT EXISTS reference_sets (
     name TEXT PRIMARY KEY, created REAL NOT NULL, settings TEXT NOT NULL, provenance TEXT NOT NULL,
     raw TEXT NOT NULL, counts TEXT NOT NULL, videos INTEGER NOT NULL, scored INTEGER NOT NULL,
@@ -22,7 +23,10 @@ CREATE TABLE IF NOT EXISTS reference_videos (
 CREATE TABLE IF NOT EXISTS scored_videos (
     reference TEXT NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, result TEXT NOT NULL,
     created REAL NOT NULL, PRIMARY KEY (reference, model, video));
-"""
+""",
+              # owners: only the identity that made a set may replace it; a model's rows are its scorer's
+              add_column("reference_sets", "owner", "TEXT NOT NULL DEFAULT ''"),
+              add_column("scored_videos", "owner", "TEXT NOT NULL DEFAULT ''")]
 
 
 @dataclass
@@ -45,31 +49,13 @@ class Reference:
 class ReferenceStore:
     def __init__(self, path):
         self.path = str(path)
-        self._db = open_sqlite(self.path, "store")  # the evaluator's job store shares the file
-        self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")  # a commit is on disk before we answer
-            self._db.executescript(SCHEMA)
-            for table in ("reference_sets", "scored_videos"):  # stores made before owners existed
-                columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-                if "owner" not in columns:
-                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+        # "store": the evaluator's job store shares the file
+        self._sql = Database(self.path, "store", "references", MIGRATIONS)
 
     def _write(self, statements):
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for sql, args in statements:
-                    self._db.execute(sql, args)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-
-    def _rows(self, sql, args=()):
-        with self._lock:
-            return self._db.execute(sql, args).fetchall()
+        with self._sql.transaction() as db:
+            for sql, args in statements:
+                db.execute(sql, args)
 
     def put(self, ref: Reference, results: list[VideoResult]):
         """Store (or replace) a reference set and its per-video results, atomically."""
@@ -86,20 +72,20 @@ class ReferenceStore:
              for r in results])
 
     def get(self, name: str) -> Reference | None:
-        rows = self._rows(f"SELECT {_COLUMNS} FROM reference_sets WHERE name = ?", (name,))
+        rows = self._sql.rows(f"SELECT {_COLUMNS} FROM reference_sets WHERE name = ?", (name,))
         return _reference(rows[0]) if rows else None
 
     def all(self) -> list[Reference]:
-        return [_reference(r) for r in self._rows(f"SELECT {_COLUMNS} FROM reference_sets ORDER BY name")]
+        return [_reference(r) for r in self._sql.rows(f"SELECT {_COLUMNS} FROM reference_sets ORDER BY name")]
 
     def reference_videos(self, name: str) -> list[VideoResult]:
-        return [VideoResult.from_json(r[0]) for r in self._rows(
+        return [VideoResult.from_json(r[0]) for r in self._sql.rows(
             "SELECT result FROM reference_videos WHERE reference = ? ORDER BY video", (name,))]
 
     def model_owner(self, reference: str, model: str) -> str | None:
         """Who scored the model's first video against the reference set (None: no one yet)."""
-        rows = self._rows("SELECT owner FROM scored_videos WHERE reference = ? AND model = ? LIMIT 1",
-                          (reference, model))
+        rows = self._sql.rows("SELECT owner FROM scored_videos WHERE reference = ? AND model = ? LIMIT 1",
+                              (reference, model))
         return rows[0][0] if rows else None
 
     def add_scored(self, reference: str, result: VideoResult, owner: str = ""):
@@ -108,12 +94,11 @@ class ReferenceStore:
                       (reference, result.model, result.video, result.to_json(), time.time(), owner))])
 
     def scored(self, reference: str) -> list[VideoResult]:
-        return [VideoResult.from_json(r[0]) for r in self._rows(
+        return [VideoResult.from_json(r[0]) for r in self._sql.rows(
             "SELECT result FROM scored_videos WHERE reference = ? ORDER BY model, video", (reference,))]
 
     def close(self):
-        with self._lock:
-            self._db.close()
+        self._sql.close()
 
 
 _COLUMNS = "name, created, settings, provenance, raw, counts, videos, scored, failures, owner"

@@ -1,41 +1,35 @@
 """theval.v1.EvaluatorService: scores videos through the four services with the engine's own
-composition (orchestrator.stages.score), normalises them against stored GT reference sets."""
+composition (core.stages.score), normalises them against stored GT reference sets, runs bulk
+jobs. Here messages become Python values and back, and errors status codes (rpc.status); the
+rules live in jobs.reference_sets (GT reference sets) and jobs.submitted (bulk jobs)."""
 import json
-import logging
-import math
 import secrets
 import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from theval_mesh.backends import liveness
-from theval_mesh.backends.media.sources import BYTES_LABEL, resolve_uri
-from theval_mesh.core import aggregate
-from theval_mesh.core.results import OK, VideoResult
+from theval_mesh.backends.media.sources import BYTES_LABEL
 from theval_mesh.core.stages import new_result, score
-from theval_mesh.jobs.inputs import VIDEO_SUFFIXES
+from theval_mesh.jobs.job_store import Job
+from theval_mesh.jobs.reference_sets import GtVideo, ReferenceSets, Scores
 from theval_mesh.jobs.reference_store import Reference, ReferenceStore
-from theval_mesh.pure.errors import AccessDenied, AlreadyExists, NotFound, UserError, VideoError
-from theval_mesh.pure.scoring.final_score import RawRow, leaderboard
-from theval_mesh.pure.scoring.names import NAME_OF_KEY
+from theval_mesh.jobs.submitted import SubmittedJobs
+from theval_mesh.jobs.telemetry import register_jobs
+from theval_mesh.pure.errors import VideoError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import telemetry, wire
 from theval_mesh.rpc.config import MIB, Config
 from theval_mesh.rpc.health import DependencyHealth
 from theval_mesh.rpc.protocol import RESULT_TRAILER
 from theval_mesh.rpc.remote_stages import MeshClients
-from theval_mesh.rpc.security import ClientSecurity, caller, check_name
+from theval_mesh.rpc.security import ClientSecurity, caller
 from theval_mesh.rpc.server import Service
 from theval_mesh.rpc.servicers.common import opened_video, run_settings
 from theval_mesh.rpc.status import rpc, status_of
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 from theval_mesh.service import streams
-from theval_mesh.service.jobs import Jobs
 
-log = logging.getLogger("theval.evaluator")
 SERVICE = evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"].full_name
 NO_DEADLINE_S = 24 * 3600.0
-MAX_LABEL = 1024  # a video's display name
 JOBS_IDENTITY = "theval-jobs"  # submitted jobs' drivers calling Evaluate
 
 
@@ -55,26 +49,10 @@ def _outcome(error) -> str:
 
 
 class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
-    def __init__(self, config: Config, store: ReferenceStore, jobs: Jobs, clients: MeshClients):
-        self.config, self.store, self.jobs, self.clients = config, store, jobs, clients
+    def __init__(self, config: Config, sets: ReferenceSets, jobs: SubmittedJobs, clients: MeshClients):
+        self.config, self.sets, self.jobs, self.clients = config, sets, jobs, clients
 
     # ------------------------------------------------------------------ scoring one video
-    def _reference(self, name: str) -> Reference | None:
-        if not name:
-            return None
-        ref = self.store.get(name)
-        if ref is None:
-            known = ", ".join(r.name for r in self.store.all()) or "none yet; create one with CreateReference"
-            raise NotFound(f"no GT reference set named {name!r} (stored: {known})")
-        return ref
-
-    def _settings(self, request, reference: Reference | None) -> RunSettings:
-        if request.HasField("settings"):
-            return run_settings(request.settings, self.config)
-        if reference is not None:
-            return RunSettings.from_key(reference.settings, limits=self.config.limits)
-        return self.config.run
-
     def _score(self, video_ref, label: str, model: str, settings: RunSettings, deadline: float, cancelled=None):
         """(VideoResult, error): error is None, a VideoError (this video is bad: recorded in the
         result) or an internal error; the mesh's own failures raise ServiceError, and Cancelled
@@ -93,18 +71,8 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
     def _evaluate(self, request, deadline: float, who: str, cancelled=None):
         """(EvaluateResponse, None) for a scored video, (failed VideoResult, its error) else;
         errors of the request or of the mesh raise."""
-        if request.model:
-            check_name("model", request.model)
-        if len(request.name) > MAX_LABEL or not request.name.isprintable():
-            raise UserError(f"name: at most {MAX_LABEL} printable characters, not {len(request.name)}")
-        reference = self._reference(request.reference)
-        if reference is not None and request.model == reference.name:
-            raise UserError(f"model {request.model!r} has the name of the reference set; name it otherwise")
-        if reference is not None and request.model and self.store.model_owner(reference.name, request.model) not in (
-                None, who):
-            raise AccessDenied(f"model {request.model!r} against {reference.name!r} was scored by another caller: "
-                               "name yours otherwise")
-        settings = self._settings(request, reference)
+        reference = self.sets.check_evaluate(request.reference, request.model, request.name, who)
+        settings = self.sets.settings(reference, self._settings(request))
         label = _label(request.video, request.name)
         try:
             result, error = self._score(request.video, label, request.model, settings, deadline, cancelled)
@@ -116,10 +84,11 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
             return result, error
         response = evaluator_pb2.EvaluateResponse(result=wire.result_to_proto(result))
         if reference is not None:
-            response.scores.CopyFrom(_scores(result, reference))  # refused when scored unlike the GT
-            if request.model:
-                self.store.add_scored(reference.name, result, who)  # durable before the answer
+            response.scores.CopyFrom(_scores_proto(self.sets.record(reference, result, who)))
         return response, None
+
+    def _settings(self, request, default: RunSettings | None = None) -> RunSettings | None:
+        return run_settings(request.settings, self.config) if request.HasField("settings") else default
 
     # ------------------------------------------------------------------ the API
     @rpc
@@ -157,115 +126,64 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
 
     @rpc
     def CreateReference(self, request, context):
-        name, who = check_name("reference set name", request.name), caller(self.config.tokens, context)
-        existing = self.store.get(name)
-        if existing is not None and not request.replace:
-            raise AlreadyExists(f"a reference set named {name!r} exists; set replace to score it again")
-        if existing is not None and existing.owner != who:
-            raise AccessDenied(f"the reference set {name!r} belongs to another caller: only it may replace it")
-        settings = run_settings(request.settings, self.config) if request.HasField("settings") else self.config.run
-        videos = self._expand(request.videos)
+        who = caller(self.config.tokens, context)
+        name = self.sets.check_create(request.name, who, request.replace)
+        settings = self._settings(request, self.config.run)
+        videos = self.sets.gt_videos([v.uri if v.WhichOneof("source") == "uri" else None for v in request.videos])
         deadline, cancelled = _deadline(context), liveness.of_call(context)
-        with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="reference") as pool:
-            scored = list(pool.map(lambda v: self._score(v[0], v[1], name, settings, deadline, cancelled), videos))
-        for _, error in scored:
-            if error is not None and not isinstance(error, VideoError):
-                raise error
-        results = [r for r, _ in scored]
-        row = aggregate.model_rows(results, [name])[0]
-        failures = [(r.video, r.reason) for r in results if r.status != OK]
-        if row.provenance is None:
-            raise UserError(f"no video of the GT set could be scored; first failure: {failures[0][0]}: "
-                            f"{failures[0][1]}")
-        bad = [m for m, v in row.values.items() if math.isnan(v) or abs(v) <= 1e-9]
-        if bad:
-            why = _nan_reasons(results, bad)
-            raise UserError(f"GT set {name!r} cannot normalise {', '.join(bad)} (zero or NaN over all its "
-                            f"videos{': ' + why if why else ''}); add videos that have it")
-        ref = Reference(name=name, settings=settings.key(), provenance=row.provenance, raw=row.values,
-                        counts=row.counts, videos=len(results), scored=len(results) - len(failures),
-                        failures=failures, owner=who)
-        self.store.put(ref, results)
-        log.info("reference set %r stored: %d videos scored, %d failed", name, ref.scored, len(failures))
-        return _reference_proto(ref)
 
-    def _expand(self, refs) -> list[tuple]:
-        """(VideoRef, label) for every video given, folders searched recursively."""
-        out = []
-        for i, ref in enumerate(refs):
-            if ref.WhichOneof("source") != "uri":
-                out.append((ref, f"{BYTES_LABEL} #{i}"))
-                continue
-            path = Path(resolve_uri(ref.uri, self.config.allowed_roots))
-            if not path.is_dir():
-                out.append((ref, ref.uri))
-                continue
-            for f in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES):
-                out.append((common_pb2.VideoRef(uri=str(f)), str(f)))
-        if not out:
-            raise UserError("no videos: give files, or folders holding "
-                            f"{', '.join(VIDEO_SUFFIXES)} files, under the allowed roots")
-        return out
+        def score_one(video: GtVideo):
+            ref = request.videos[video.given] if video.uri is None else common_pb2.VideoRef(uri=video.uri)
+            return self._score(ref, video.label, name, settings, deadline, cancelled)
+        return _reference_proto(self.sets.create(name, who, settings, videos, score_one, self.config.concurrency))
 
     @rpc
     def ListReferences(self, request, context):
-        return evaluator_pb2.ListReferencesResponse(references=[_reference_proto(r) for r in self.store.all()])
+        return evaluator_pb2.ListReferencesResponse(references=[_reference_proto(r) for r in self.sets.all()])
 
     @rpc
     def GetLeaderboard(self, request, context):
-        reference = self._reference(request.reference)
-        if reference is None:
-            raise UserError("name the reference set")
-        results = self.store.scored(reference.name)
-        models = sorted({r.model for r in results})
-        rows = [reference.row()] + aggregate.model_rows(results, models)
-        board = leaderboard(rows, gt_name=reference.name, weights=request.weights or None)
-        out = evaluator_pb2.Leaderboard(reference=reference.name, weights=board.weights, warnings=board.warnings)
+        board = self.sets.leaderboard(request.reference, dict(request.weights) or None)
+        out = evaluator_pb2.Leaderboard(reference=board.gt_name, weights=board.weights, warnings=board.warnings)
         for r in board.rows:
             out.rows.add(model=r.model, scores=r.scores, groups=r.groups, final_score=r.final, rank=r.rank or 0,
                          counts=r.counts or {}, is_gt=r.is_gt, note=r.note)
         return out
 
-
-    # ------------------------------------------------------------------ bulk jobs (servicers/jobs.py)
+    # ------------------------------------------------------------------ bulk jobs (jobs/submitted.py)
     @rpc
     def SubmitJob(self, request, context):
-        return self.jobs.submit(request, caller(self.config.tokens, context))
+        owner = caller(self.config.tokens, context)
+        inputs = self.jobs.inputs(request.gt_name, request.gt, [(m.name, m.path) for m in request.models])
+        return _job_proto(self.jobs.submit(inputs, self._settings(request, self.config.run), request.workers, owner))
 
     @rpc
     def GetJob(self, request, context):
-        return self.jobs.get(request.id, caller(self.config.tokens, context))
+        return _job_proto(self.jobs.get(request.id, caller(self.config.tokens, context)))
 
     def StreamJob(self, request, context):
         try:
-            yield from self.jobs.stream(request.id, caller(self.config.tokens, context), context)
+            for job in self.jobs.updates(request.id, caller(self.config.tokens, context), context.is_active):
+                yield _job_proto(job)
         except Exception as err:  # noqa: BLE001 - a status, as @rpc does for unary calls
             context.abort(*status_of(err))
 
     @rpc
     def CancelJob(self, request, context):
-        return self.jobs.cancel(request.id, caller(self.config.tokens, context))
+        return _job_proto(self.jobs.cancel(request.id, caller(self.config.tokens, context)))
 
 
-def _nan_reasons(results, metrics) -> str:
-    keys = {NAME_OF_KEY[k]: k for k in NAME_OF_KEY}
-    reasons = []
-    for m in metrics:
-        found = {r.nan_reasons.get(keys[m]) for r in results if r.status == OK} - {None}
-        if found:
-            reasons.append(f"{m}: {'; '.join(sorted(found))}")
-    return ", ".join(reasons)
+def _scores_proto(scores: Scores) -> evaluator_pb2.Scores:
+    row = scores.row
+    return evaluator_pb2.Scores(reference=scores.reference, normalised=row.scores, groups=row.groups,
+                                final_score=row.final, note=row.note, warnings=scores.warnings)
 
 
-def _scores(result: VideoResult, reference: Reference) -> evaluator_pb2.Scores:
-    """The video's normalised scores against the GT set (refused when scored differently)."""
-    label = result.model or "this video"
-    values = {NAME_OF_KEY[k]: v for k, v in result.metrics.items()}
-    row = RawRow(label, values, None, result.provenance)
-    board = leaderboard([reference.row(), row], gt_name=reference.name)
-    scored = board.row(label)
-    return evaluator_pb2.Scores(reference=reference.name, normalised=scored.scores, groups=scored.groups,
-                                final_score=scored.final, note=scored.note, warnings=board.warnings)
+def _job_proto(job: Job) -> evaluator_pb2.Job:
+    return evaluator_pb2.Job(
+        id=job.id, state=job.state, total=job.total, done=job.done, failed=job.failed, remaining=job.remaining,
+        rate=job.rate, eta_s=-1.0 if job.eta_s is None else job.eta_s, error=job.error or "",
+        created_unix=job.created, started_unix=job.started or 0.0, finished_unix=job.finished or 0.0)
 
 
 def _reference_proto(ref: Reference) -> evaluator_pb2.Reference:
@@ -293,7 +211,9 @@ def register(config: Config):
     # Opened before the server starts: a store that cannot be opened (empty, corrupt) stops it with
     # the reason, where a failure in load() would leave it NOT_SERVING with the reason in a log.
     store = ReferenceStore(config.store)
-    jobs = Jobs(config)
+    jobs = SubmittedJobs(config.store, config.allowed_roots, config.ray_address, config.job_workers,
+                         config.max_job_workers, config.max_jobs)
+    register_jobs(jobs.store, per_job=False)  # jobs by state on /metrics, no job ids
     clients = MeshClients(config.dependencies, config.call_timeout_s, config.retries, config.max_message_bytes,
                           threads=4 * config.workers, security=config.client_security())
 
@@ -303,7 +223,8 @@ def register(config: Config):
 
     deps = DependencyHealth({n: (clients.addresses[n], clients.channels[n]) for n in clients.addresses}, on_change)
 
-    servicer = EvaluatorServicer(config, store, jobs, clients)
+    servicer = EvaluatorServicer(config, ReferenceSets(store, config.allowed_roots, config.run, config.limits), jobs,
+                                 clients)
     jobs.trust_drivers(_driver_security(config))
 
     def add(server):

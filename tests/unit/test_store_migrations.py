@@ -1,0 +1,186 @@
+"""Store files written before per-schema migrations (real SQLite files) open, migrate once and
+keep their rows; newer schemas are refused; a migration that fails changes nothing."""
+import json
+import multiprocessing as mp
+import sqlite3
+
+import pytest
+
+from theval_mesh.core.results import OK, VideoResult
+from theval_mesh.jobs.inputs import Item
+from theval_mesh.jobs.job_store import JobSpec, SqliteJobStore
+from theval_mesh.jobs.reference_store import Reference, ReferenceStore
+from theval_mesh.jobs.sqlite import Database
+from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.settings import RunSettings
+
+SETTINGS = RunSettings(quality="proxy").key()
+KEY = json.dumps(SETTINGS, sort_keys=True)
+
+# The schemas as the stores wrote them before the migrations were kept per schema (copied from
+# that code: it changes, these files do not). The job store also set PRAGMA user_version = 1.
+OLD_JOBS = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY, created REAL NOT NULL, spec TEXT NOT NULL, settings_key TEXT NOT NULL, total INTEGER NOT NULL, state TEXT NOT NULL, error TEXT,
+    cancel INTEGER NOT NULL DEFAULT 0, driver TEXT, heartbeat REAL, started REAL, finished REAL);
+CREATE TABLE IF NOT EXISTS items (
+    job TEXT NOT NULL, seq INTEGER NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, missing TEXT,
+    PRIMARY KEY (job, seq), UNIQUE (job, model, video));
+CREATE TABLE IF NOT EXISTS results (
+    settings_key TEXT NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, status TEXT NOT NULL,
+    result TEXT NOT NULL, committed REAL NOT NULL, PRIMARY KEY (settings_key, model, video));
+CREATE INDEX IF NOT EXISTS results_time ON results (settings_key, committed);
+"""
+OLD_REFERENCES = """
+CREATE TABLE IF NOT EXISTS reference_sets (
+    name TEXT PRIMARY KEY, created REAL NOT NULL, settings TEXT NOT NULL, provenance TEXT NOT NULL,
+    raw TEXT NOT NULL, counts TEXT NOT NULL, videos INTEGER NOT NULL, scored INTEGER NOT NULL,
+    failures TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reference_videos (
+    reference TEXT NOT NULL, video TEXT NOT NULL, result TEXT NOT NULL, PRIMARY KEY (reference, video));
+CREATE TABLE IF NOT EXISTS scored_videos (
+    reference TEXT NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, result TEXT NOT NULL,
+    created REAL NOT NULL, PRIMARY KEY (reference, model, video));
+"""
+OWNERS = """
+ALTER TABLE reference_sets ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE scored_videos ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+"""
+
+
+def result(model, video, value=1.0):
+    return VideoResult(model, video, OK, metrics={"lip_sync": value}, settings=SETTINGS)
+
+
+def an_old_store(path, owners: bool):
+    """The evaluator's store file as the old code left it: a job with one committed result, a
+    reference set with its video, a model's video scored against it (owned, if `owners`)."""
+    with sqlite3.connect(path) as db:
+        db.executescript(OLD_JOBS + OLD_REFERENCES + (OWNERS if owners else ""))
+        db.execute("PRAGMA user_version = 1")
+        spec = JobSpec(inputs=[["GT", "/v/gt"]], settings=SETTINGS, owner="alice")
+        db.execute("INSERT INTO jobs (id, created, spec, settings_key, total, state) VALUES (?,?,?,?,?,?)",
+                   ("job-old", 1.0, json.dumps(spec.__dict__), KEY, 2, "done"))
+        for seq, video in enumerate(("/v/gt/a.mp4", "/v/gt/b.mp4")):
+            db.execute("INSERT INTO items (job, seq, model, video) VALUES (?,?,?,?)", ("job-old", seq, "GT", video))
+        db.execute("INSERT INTO results VALUES (?,?,?,?,?,?)",
+                   (KEY, "GT", "/v/gt/a.mp4", OK, result("GT", "/v/gt/a.mp4").to_json(), 2.0))
+        owner = ("alice",) if owners else ()
+        db.execute(f"INSERT INTO reference_sets VALUES (?,?,?,?,?,?,?,?,?{',?' if owners else ''})",
+                   ("gt", 3.0, json.dumps(SETTINGS), "{}", json.dumps({"Lip sync": 1.0}), json.dumps({"Lip sync": 1}),
+                    1, 1, "[]") + owner)
+        db.execute("INSERT INTO reference_videos VALUES (?,?,?)", ("gt", "/v/gt/a.mp4",
+                                                                   result("gt", "/v/gt/a.mp4").to_json()))
+        db.execute(f"INSERT INTO scored_videos VALUES (?,?,?,?,?{',?' if owners else ''})",
+                   ("gt", "m", "/v/m/a.mp4", result("m", "/v/m/a.mp4", 0.5).to_json(), 4.0) + owner)
+    db.close()
+
+
+def versions(path) -> dict:
+    with sqlite3.connect(path) as db:
+        out = dict(db.execute("SELECT name, version FROM schema_versions"))
+        out["user_version"] = db.execute("PRAGMA user_version").fetchone()[0]
+    db.close()
+    return out
+
+
+@pytest.mark.parametrize("owners", [True, False], ids=["with-owners", "before-owners"])
+def test_an_old_store_opens_migrates_and_keeps_its_rows(tmp_path, owners):
+    path = tmp_path / "store.sqlite"
+    an_old_store(path, owners)
+    jobs, refs = SqliteJobStore(path), ReferenceStore(path)  # as the evaluator opens it
+    job = jobs.get("job-old")
+    assert (job.state, job.total, job.done, job.spec.owner) == ("done", 2, 1, "alice")
+    assert [r.video for r in jobs.results("job-old")] == ["/v/gt/a.mp4"]
+    assert [i.video for _, i in jobs.pending("job-old")] == ["/v/gt/b.mp4"]
+    ref = refs.get("gt")
+    assert (ref.raw, ref.counts, ref.videos, ref.owner) == ({"Lip sync": 1.0}, {"Lip sync": 1}, 1,
+                                                            "alice" if owners else "")
+    assert [r.video for r in refs.reference_videos("gt")] == ["/v/gt/a.mp4"]
+    assert [(r.model, r.metrics["lip_sync"]) for r in refs.scored("gt")] == [("m", 0.5)]
+    assert refs.model_owner("gt", "m") == ("alice" if owners else "")
+    assert versions(path) == {"jobs": 1, "references": 3, "user_version": 1}
+    # ... and goes on working: new rows beside the old ones
+    new = jobs.create(JobSpec(inputs=[["m", "/v/m"]], settings=SETTINGS), [Item("m", "/v/m/a.mp4")])
+    assert jobs.commit(new.id, result("m", "/v/m/a.mp4")) and jobs.get(new.id).done == 1
+    refs.add_scored("gt", result("n", "/v/n/a.mp4"), "bob")
+    assert refs.model_owner("gt", "n") == "bob" and len(refs.scored("gt")) == 2
+    refs.put(Reference("gt2", SETTINGS, {}, {"Lip sync": 2.0}, {"Lip sync": 1}, 1, 1, owner="bob"), [])
+    assert [r.name for r in refs.all()] == ["gt", "gt2"]
+    jobs.close()
+    refs.close()
+    again = ReferenceStore(path)  # migrated once: reopening changes nothing
+    assert again.get("gt").owner == ("alice" if owners else "") and versions(path)["references"] == 3
+    again.close()
+
+
+def test_a_newer_schema_is_refused_per_schema(tmp_path):
+    path = tmp_path / "store.sqlite"
+    ReferenceStore(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE schema_versions SET version = 99 WHERE name = 'references'")
+    db.close()
+    with pytest.raises(UserError, match=r"references schema version 99, newer than this theval's 3: upgrade"):
+        ReferenceStore(path)
+    SqliteJobStore(path).close()  # the job store's own schema is not newer: it opens
+    assert versions(path) == {"jobs": 1, "references": 99, "user_version": 1}
+
+
+def test_migrations_run_once_in_order_and_a_failed_one_changes_nothing(tmp_path):
+    path = tmp_path / "store.sqlite"
+    calls = []
+    steps = ["CREATE TABLE a (x INTEGER); INSERT INTO a VALUES (1)", lambda db: calls.append("second")]
+    Database(path, "store", "test", steps).close()
+    Database(path, "store", "test", steps).close()
+    assert calls == ["second"]
+
+    def broken(db):
+        db.execute("CREATE TABLE c (x INTEGER)")
+        raise RuntimeError("step 4 failed")
+    with pytest.raises(RuntimeError, match="step 4 failed"):
+        Database(path, "store", "test", steps + ["CREATE TABLE b (x INTEGER)", broken])
+    with sqlite3.connect(path) as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert db.execute("SELECT version FROM schema_versions WHERE name = 'test'").fetchone() == (2,)
+    db.close()
+    assert tables == {"a", "schema_versions"}  # step 3 undone with step 4: the file is as it was
+    later = Database(path, "store", "test", steps + ["CREATE TABLE b (x INTEGER)"])
+    assert later.rows("SELECT x FROM a") == [(1,)] and later.rows("SELECT count(*) FROM b") == [(0,)]
+    later.close()
+
+
+def test_a_transaction_that_raises_leaves_nothing(tmp_path):
+    db = Database(tmp_path / "store.sqlite", "store", "test", ["CREATE TABLE a (x INTEGER)"])
+    with pytest.raises(ValueError):
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO a VALUES (1)")
+            raise ValueError("undo")
+    with db.transaction() as conn:
+        conn.execute("INSERT INTO a VALUES (2)")
+    assert db.rows("SELECT x FROM a") == [(2,)]
+    db.close()
+
+
+def _open_both(path, barrier):
+    barrier.wait()  # all at once, on a file none has migrated yet
+    SqliteJobStore(path).close()
+    ReferenceStore(path).close()
+
+
+def test_an_old_store_opened_by_several_processes_at_once_migrates_once(tmp_path):
+    """A job's driver, `theval bulk status` and the evaluator may open the file at the same moment
+    (adding a column twice would fail)."""
+    path = tmp_path / "store.sqlite"
+    an_old_store(path, owners=False)
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(3)
+    procs = [ctx.Process(target=_open_both, args=(str(path), barrier)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert versions(path) == {"jobs": 1, "references": 3, "user_version": 1}
+    refs = ReferenceStore(path)
+    assert refs.get("gt").owner == "" and len(refs.scored("gt")) == 1
+    refs.close()

@@ -1,0 +1,99 @@
+"""Jobs submitted to the evaluator in plain Python (jobs.submitted; real SQLite, real folders, a
+real process as a driver that dies): what a submission must name, the limits, and each caller
+seeing only its own jobs. Jobs that run to the end: tests/integration/test_mesh_jobs.py."""
+import subprocess
+import sys
+
+import pytest
+
+from theval_mesh.jobs.inputs import Item
+from theval_mesh.jobs.job_store import JobSpec
+from theval_mesh.jobs.submitted import SubmittedJobs
+from theval_mesh.pure.errors import AccessDenied, NotFound, Overloaded, UserError
+from theval_mesh.pure.settings import RunSettings
+
+SETTINGS = RunSettings(quality="proxy")
+
+
+@pytest.fixture
+def root(tmp_path):
+    (tmp_path / "videos" / "gt").mkdir(parents=True)
+    (tmp_path / "videos" / "m").mkdir()
+    return (tmp_path / "videos").resolve()
+
+
+@pytest.fixture
+def jobs(tmp_path, root):
+    j = SubmittedJobs(tmp_path / "store.sqlite", (str(root),), workers=2, max_workers=4, max_jobs=2)
+    yield j
+    j.close()
+
+
+def a_job(jobs, owner="alice"):
+    spec = JobSpec(inputs=[["GT", "/v/gt"]], settings=SETTINGS.key(), owner=owner)
+    return jobs.store.create(spec, [Item("GT", "/v/gt/a.mp4"), Item("GT", "/v/gt/b.mp4")])
+
+
+def test_inputs_name_the_gt_first_and_stay_under_the_roots(jobs, root, tmp_path):
+    assert jobs.inputs("", str(root / "gt"), [("m", f"file://{root}/m")]) == [["GT", str(root / "gt")],
+                                                                             ["m", str(root / "m")]]
+    assert jobs.inputs("reference", str(root / "gt"), [])[0] == ["reference", str(root / "gt")]
+    with pytest.raises(UserError, match="gt: give a folder, a video or a .txt list"):
+        jobs.inputs("", "", [])
+    with pytest.raises(UserError, match="model 'm': give a folder"):
+        jobs.inputs("", str(root / "gt"), [("m", "")])
+    with pytest.raises(UserError, match=r"model name 'bad\|name'"):
+        jobs.inputs("", str(root / "gt"), [("bad|name", str(root / "m"))])
+    with pytest.raises(UserError, match="gt_name ' GT'"):
+        jobs.inputs(" GT", str(root / "gt"), [])
+    with pytest.raises(AccessDenied, match="outside the folders this server may read"):
+        jobs.inputs("", str(tmp_path), [])
+
+
+def test_workers_and_jobs_at_once_are_capped_before_anything_is_stored(jobs, root):
+    inputs = jobs.inputs("", str(root / "gt"), [])
+    with pytest.raises(UserError, match="workers must be at least 1, not -1"):
+        jobs.submit(inputs, SETTINGS, -1, "alice")
+    with pytest.raises(Overloaded, match="workers 5 is over this evaluator's limit of 4 per job"):
+        jobs.submit(inputs, SETTINGS, 5, "alice")
+    jobs.max_jobs = 0
+    with pytest.raises(Overloaded, match="0 jobs are running, this evaluator's limit"):
+        jobs.submit(inputs, SETTINGS, 0, "alice")  # 0: the default number of workers
+    assert jobs.store.jobs() == []
+
+
+def test_a_caller_sees_and_cancels_only_its_own_jobs(jobs):
+    job = a_job(jobs)
+    assert jobs.get(job.id, "alice").total == 2
+    for who, job_id in (("bob", job.id), ("alice", "job-nope")):
+        with pytest.raises(NotFound, match=f"no job '{job_id}' of yours") as err:
+            jobs.get(job_id, who)
+        assert jobs.store.path not in str(err.value)
+        with pytest.raises(NotFound):
+            jobs.cancel(job_id, who)
+        with pytest.raises(NotFound):
+            next(jobs.updates(job_id, who, lambda: True))
+    assert jobs.store.get(job.id).state == "queued"
+    assert jobs.cancel(job.id, "alice").state == "cancelled"  # not running: at once
+
+
+def test_updates_follow_a_job_to_its_end_and_stop_with_the_caller(jobs):
+    job = a_job(jobs)
+    assert list(jobs.updates(job.id, "alice", lambda: False)) == []
+    follow = jobs.updates(job.id, "alice", lambda: True)
+    assert next(follow).state == "queued"
+    jobs.store.finish(job.id, "done")
+    assert [j.state for j in follow] == ["done"]  # and it ends
+
+
+def test_a_driver_that_dies_before_the_end_leaves_its_job_interrupted_with_why(jobs, tmp_path):
+    job = a_job(jobs)
+    log_file = tmp_path / "driver.log"
+    with open(log_file, "w") as out:
+        driver = subprocess.Popen([sys.executable, "-c", "print('ray: no space left'); raise SystemExit(3)"],
+                                  stdout=out)
+    jobs._drivers[job.id] = driver
+    jobs._watch(job.id, driver, log_file)
+    after = jobs.store.get(job.id)
+    assert after.state == "interrupted" and after.error == "its driver exited with code 3: ray: no space left"
+    assert jobs._drivers == {}  # its slot is free
