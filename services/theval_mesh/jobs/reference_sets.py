@@ -17,7 +17,7 @@ from theval_mesh.jobs.reference_store import Reference, ReferenceStore
 from theval_mesh.pure.errors import AccessDenied, AlreadyExists, NotFound, UserError, VideoError
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, ScoredRow, leaderboard
-from theval_mesh.pure.scoring.names import NAME_OF_KEY
+from theval_mesh.pure.scoring.names import KEY_OF, NAME_OF_KEY
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.security import check_name
 
@@ -172,10 +172,9 @@ class ReferenceSets:
 
 
 def _nan_reasons(results, metrics) -> str:
-    keys = {NAME_OF_KEY[k]: k for k in NAME_OF_KEY}
     reasons = []
     for m in metrics:
-        found = {r.nan_reasons.get(keys[m]) for r in results if r.status == OK} - {None}
+        found = {r.nan_reasons.get(KEY_OF[m]) for r in results if r.status == OK} - {None}
         if found:
             reasons.append(f"{m}: {'; '.join(sorted(found))}")
     return ", ".join(reasons)
