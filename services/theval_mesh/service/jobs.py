@@ -104,6 +104,11 @@ class Jobs:
         self._owned(job_id, owner)
         return job_proto(self.store.request_cancel(job_id))
 
+    def results(self, job_id: str, owner: str):
+        """The caller's job's committed results, in input order, read a page at a time."""
+        self._owned(job_id, owner)
+        return self.store.results(job_id)
+
     def stream(self, job_id: str, owner: str, context):
         """The job now, then at each change of its state or counts, until it stops."""
         self._owned(job_id, owner)
