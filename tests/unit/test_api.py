@@ -88,7 +88,6 @@ def test_leaderboard_rows_hold_raw_normalised_group_and_final_scores():
 
 
 def test_to_pandas_gives_one_row_per_video_and_per_model():
-    pytest.importorskip("pandas")
     evaluation = _evaluation()
     results, board = evaluation.to_pandas()
     assert list(results["video"]) == ["gt/a.mp4", "m/a.mp4", "m/b.mp4"]
