@@ -1,8 +1,13 @@
 """pandas views of the API's results and leaderboards (pandas is optional: imported on use)."""
+from typing import TYPE_CHECKING
+
 from theval_mesh.core.compute import METRIC_KEYS
 from theval_mesh.core.results import VideoResult
 from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS
 from theval_mesh.pure.scoring.tables import COUNT_PREFIX
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RAW_PREFIX = "raw:"  # raw-value columns "raw:<metric>" of the leaderboard, beside the "n:<metric>" counts
 VIDEO_COLUMNS = ("frames_total", "frames_used", "face_frames", "fps", "width", "height", "seconds")
@@ -16,7 +21,7 @@ def pandas():
     return pandas
 
 
-def results_frame(results: list[VideoResult]):
+def results_frame(results: list[VideoResult]) -> "pd.DataFrame":
     """One row per video: model, video, status, reason, the raw value of each metric (by key, NaN
     where it has none), frame counts, size and time, as results.csv has them."""
     rows = [{"model": r.model, "video": r.video, "status": r.status, "reason": r.reason,
@@ -26,7 +31,7 @@ def results_frame(results: list[VideoResult]):
     return pandas().DataFrame(rows, columns=columns)
 
 
-def leaderboard_frame(rows):
+def leaderboard_frame(rows) -> "pd.DataFrame":
     """One row per model, indexed by name, in leaderboard order: Rank, the 8 normalised scores, the
     3 groups and the Final score (leaderboard.csv's columns), then "raw:<metric>" and "n:<metric>"."""
     pd = pandas()

@@ -2,9 +2,9 @@
 `theval evaluate` runs, and what a notebook calls)."""
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from theval_mesh.api import dataframes
 from theval_mesh.api.arguments import Models, model_pairs, run_settings
@@ -17,6 +17,9 @@ from theval_mesh.jobs.report import Progress, write_report
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring.final_score import Leaderboard
 from theval_mesh.pure.settings import RunSettings
+
+if TYPE_CHECKING:
+    import pandas
 
 
 @dataclass(frozen=True)
@@ -36,16 +39,16 @@ class LeaderboardRow:
 @dataclass
 class Evaluation:
     """What evaluate() returns: every video's result, the leaderboard, and the files written."""
-    results: list[VideoResult]
+    results: list[VideoResult] = field(repr=False)  # (a notebook shows the leaderboard, not every video)
     leaderboard: list[LeaderboardRow]  # GT first, then by rank, then unranked rows
-    board: Leaderboard  # the same as scoring computed it: weights, GT values, warnings (what the CLI prints)
+    board: Leaderboard = field(repr=False)  # as scoring computed it: weights, GT values, warnings (the CLI prints it)
     paths: dict[str, Path]  # name -> file written under `out` (empty without `out`)
 
     @property
     def warnings(self) -> list[str]:
         return self.board.warnings
 
-    def to_pandas(self):
+    def to_pandas(self) -> tuple["pandas.DataFrame", "pandas.DataFrame"]:
         """(results, leaderboard) as pandas DataFrames: one row per video (raw metrics by key), and
         one row per model indexed by name (normalised scores, groups, Final score, "raw:<metric>",
         "n:<metric>"). ImportError when pandas is not installed."""
