@@ -1,0 +1,32 @@
+"""THEval metric mesh: score talking-head videos on the 8 THEval metrics and a Final score.
+
+    from theval_mesh import evaluate, Scorer, Client
+
+evaluate() scores folders and ranks models (as `theval evaluate`), Scorer one video at a time in
+this process, Client through a running mesh. They are imported on first use, so `import
+theval_mesh` stays cheap (a mesh service process never loads what it does not serve).
+"""
+import importlib
+
+from theval_mesh.pure.version import VERSION as __version__
+
+# public name -> the module of theval_mesh.api that defines it
+_API = {
+    "evaluate": "evaluation", "Evaluation": "evaluation", "LeaderboardRow": "evaluation",
+    "Scorer": "scorer",
+    "Client": "client", "JobStatus": "client", "Reference": "client", "ScoredResult": "client", "Scores": "client",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    if name not in _API:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"theval_mesh.api.{_API[name]}"), name)
+    globals()[name] = value  # once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

@@ -3,8 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from theval_mesh.commands.evaluate import evaluate
-from theval_mesh.pure.settings import RunSettings
+from theval_mesh import evaluate
 from theval_mesh.synth import ALL_VARIANTS, generate_kit
 
 KIT_CLIPS, KIT_SECONDS, KIT_SIZE = 3, 6.0, 256
@@ -21,6 +20,5 @@ def evaluated(kit, tmp_path_factory):
     """(leaderboard, per-video results) for GT against every variant."""
     out = tmp_path_factory.mktemp("eval")
     models = [(v, str(Path(kit.out_dir) / v)) for v in kit.variants]
-    board, results, _ = evaluate(str(Path(kit.out_dir) / "gt"), models, out, RunSettings(quality="proxy"),
-                                 workers=2, progress=False)
-    return board, results
+    run = evaluate(str(Path(kit.out_dir) / "gt"), models, out, quality="proxy", workers=2, progress=False)
+    return run.board, run.results

@@ -126,12 +126,14 @@ def test_owners_names_and_limits(mesh, pki, videos):
     job = alice.SubmitJob(evaluator_pb2.SubmitJobRequest(gt=str(videos / "gt")), timeout=60)
     got, detail = code_of(lambda: alice.SubmitJob(evaluator_pb2.SubmitJobRequest(gt=str(videos / "gt")), timeout=60))
     assert got == C.RESOURCE_EXHAUSTED and "--max-jobs" in detail
-    for call in (bob.GetJob, bob.CancelJob, lambda r, timeout: list(bob.StreamJob(r, timeout=timeout))):
+    for call in (bob.GetJob, bob.CancelJob, lambda r, timeout: list(bob.StreamJob(r, timeout=timeout)),
+                 lambda r, timeout: list(bob.GetJobResults(r, timeout=timeout))):
         got, detail = code_of(lambda: call(evaluator_pb2.JobRequest(id=job.id), timeout=30))
         assert got == C.NOT_FOUND and job.id in detail and "sqlite" not in detail and "latest" not in detail
     # The job's driver reaches this evaluator over TLS with a token of its own, and scores.
     final = list(alice.StreamJob(evaluator_pb2.JobRequest(id=job.id), timeout=600))[-1]
     assert (final.state, final.done, final.failed) == ("done", 2, 0), final
+    assert len(list(alice.GetJobResults(evaluator_pb2.JobRequest(id=job.id), timeout=60))) == 2
     samples = scrape(mesh.procs["evaluator"].metrics_url)
     assert not [k for k in samples if ("job", job.id) in k[1]], "job ids on the shared /metrics"
 

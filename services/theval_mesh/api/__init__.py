@@ -1,1 +1,2 @@
-"""Layer 7, api: the public Python API."""
+"""Layer 7, api: the public Python API, re-exported by the package (theval_mesh/__init__.py):
+evaluate() (evaluation.py), Scorer (scorer.py), Client (client.py)."""

@@ -88,8 +88,6 @@ def open_store(args) -> SqliteJobStore:
 
 # ---------------------------------------------------------------------------- submit / resume / run
 def submit(args) -> int:
-    if args.workers < 1:
-        raise UserError("--workers must be at least 1")
     inputs = [(args.gt_name, args.gt)] + [parse_model_arg(m) for m in args.model]
     items = plan(inputs)
     spec = pipeline.new_spec(inputs, settings_from(args), quiet=args.quiet, gt_name=args.gt_name,

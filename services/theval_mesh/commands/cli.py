@@ -5,16 +5,20 @@ import sys
 
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from theval_mesh.pure.version import VERSION
 
 # module name under theval_mesh.commands -> registered there with register(subparsers)
 COMMANDS = ("evaluate", "demo", "score", "synth", "weights", "serve", "mesh", "triton", "bulk")
 
+VERSION_FLAG = "--version"
+
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """only: register just this command (its imports alone: a mesh service does not load the
-    models of every other command, which costs seconds and ~1 GB per process)."""
+    """only: register just this command, none if it names none (its imports alone: a mesh service
+    does not load the models of every other command, which costs seconds and ~1 GB per process)."""
     parser = argparse.ArgumentParser(
         prog="theval", description="THEval: score talking-head videos on 8 metrics and a Final Score.")
+    parser.add_argument(VERSION_FLAG, action="version", version=f"theval {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         if only is None or name == only:
@@ -24,7 +28,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
+    first = argv[0] if argv else None
+    args = build_parser(first if first in COMMANDS or first == VERSION_FLAG else None).parse_args(argv)
     try:
         return int(args.func(args) or EXIT_OK)
     except KeyboardInterrupt:

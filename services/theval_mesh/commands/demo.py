@@ -2,7 +2,8 @@
 import os
 from pathlib import Path
 
-from theval_mesh.commands.evaluate import add_run_options, evaluate, partial, print_summary, settings_from
+from theval_mesh.api.evaluation import evaluate
+from theval_mesh.commands.evaluate import add_run_options, partial, print_summary, settings_from
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.synth import generate_kit, load_kit
 
@@ -31,8 +32,8 @@ def run(args) -> int:
     else:
         print(f"reusing the synthetic kit in {kit_dir}")
     models = [(v, str(kit_dir / v)) for v in kit.variants]
-    board, results, paths = evaluate(str(kit_dir / "gt"), models, out / "results", settings_from(args),
-                                     workers=args.workers, weights=args.weights,
-                                     weights_store=args.weights_store, progress=not args.quiet)
-    print_summary(board, results, paths)
-    return EXIT_PARTIAL if partial(results) else EXIT_OK
+    evaluation = evaluate(str(kit_dir / "gt"), models, out / "results", settings=settings_from(args),
+                          workers=args.workers, weights=args.weights, weights_store=args.weights_store,
+                          progress=not args.quiet)
+    print_summary(evaluation.board, evaluation.results, evaluation.paths)
+    return EXIT_PARTIAL if partial(evaluation.results) else EXIT_OK

@@ -4,12 +4,10 @@ import os
 import sys
 from pathlib import Path
 
+from theval_mesh.api.evaluation import evaluate
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import FAILED
-from theval_mesh.jobs import outputs, pipeline
-from theval_mesh.jobs.inputs import parse_model_arg, plan
-from theval_mesh.jobs.job_store import SqliteJobStore
-from theval_mesh.jobs.report import Progress, write_report
+from theval_mesh.jobs.inputs import parse_model_arg
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.scoring import tables
@@ -61,38 +59,6 @@ def register(sub):
     p.set_defaults(func=run)
 
 
-def evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSettings, workers: int = 1,
-             gt_name: str = "GT", weights=None, weights_store=None, progress: bool = True, mesh: str | None = None,
-             inline: bool = False, ray_address: str | None = None):
-    """Score everything as a job in <out>/results.sqlite, write every output file; returns
-    (board, results, paths). Runs on Ray (`workers` actors; a local Ray unless `ray_address`)
-    or, with `inline`, in this process. mesh: HOST:PORT of an evaluator that scores the videos
-    instead of in-process backends. Videos already scored with these settings are skipped."""
-    if workers < 1:
-        raise UserError("--workers must be at least 1")
-    items = plan([(gt_name, gt)] + list(models))
-    # Missing weights or a mesh that does not answer stop the run here, with one clear line.
-    spec = pipeline.new_spec([(gt_name, gt)] + list(models), settings, quiet=not progress, gt_name=gt_name,
-                             workers=workers, quality_store=weights_store, mesh=mesh, weights=weights,
-                             ray_address=ray_address)
-    out.mkdir(parents=True, exist_ok=True)
-    store = SqliteJobStore(out / outputs.RESULTS_DB)
-    job = store.create(spec, items)
-    shown = Progress(job, enabled=progress)
-    try:
-        if inline:
-            job = pipeline.run_inline(store, job.id, on_result=shown)
-        else:
-            job = pipeline.run_ray(store, job.id, workers, ray_address, on_result=shown)
-    finally:
-        shown.close()
-    if job.state != "done":
-        raise UserError(f"the run stopped ({job.state}): {job.error}; run the same command again to resume")
-    board, results, paths = write_report(out, store, job)
-    paths["results_db"] = out / outputs.RESULTS_DB
-    return board, results, paths
-
-
 def partial(results) -> bool:
     """True when any video failed or could not be scored on every metric for lack of input."""
     return any(r.status == FAILED or any("audio track" in w for w in r.warnings) for r in results)
@@ -116,9 +82,8 @@ def print_summary(board, results, paths, stream=sys.stdout):
 def run(args) -> int:
     settings = settings_from(args)
     models = [parse_model_arg(m) for m in args.model]
-    board, results, paths = evaluate(args.gt, models, Path(args.out), settings, workers=args.workers,
-                                     gt_name=args.gt_name, weights=args.weights,
-                                     weights_store=args.weights_store, progress=not args.quiet, mesh=args.mesh,
-                                     inline=args.inline, ray_address=args.ray_address)
-    print_summary(board, results, paths)
-    return EXIT_PARTIAL if partial(results) else EXIT_OK
+    evaluation = evaluate(args.gt, models, args.out, settings=settings, workers=args.workers, gt_name=args.gt_name,
+                          weights=args.weights, weights_store=args.weights_store, progress=not args.quiet,
+                          mesh=args.mesh, inline=args.inline, ray_address=args.ray_address)
+    print_summary(evaluation.board, evaluation.results, evaluation.paths)
+    return EXIT_PARTIAL if partial(evaluation.results) else EXIT_OK

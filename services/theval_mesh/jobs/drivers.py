@@ -11,6 +11,7 @@ import argparse
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from theval_mesh.pure.errors import UserError
@@ -67,8 +68,8 @@ def drive(store, job_id: str, workers: int | None = None, ray_address: str | Non
         print(f"{job_id}: metrics on http://127.0.0.1:{port}/metrics", flush=True)
     shown = Progress(job, enabled=progress)
     try:
-        job = pipeline.run_ray(store, job_id, workers or job.spec.workers, ray_address or job.spec.ray_address,
-                               on_result=shown)
+        workers = job.spec.workers if workers is None else replace(job.spec, workers=workers).workers  # checked
+        job = pipeline.run_ray(store, job_id, workers, ray_address or job.spec.ray_address, on_result=shown)
     finally:
         shown.close()
     print(summary(job), flush=True)

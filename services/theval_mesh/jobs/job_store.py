@@ -55,6 +55,12 @@ class JobSpec:
     ray_address: str | None = None  # where it ran last; `resume` uses it unless told otherwise
     owner: str = ""  # the identity that submitted it to an evaluator: only it may see or cancel it
 
+    def __post_init__(self):
+        # The one check of a job's workers: every job (evaluate, bulk, SubmitJob, a resume's
+        # override through dataclasses.replace) is a JobSpec.
+        if self.workers < 1:
+            raise UserError(f"workers must be at least 1, not {self.workers}")
+
     def settings_key(self) -> str:
         return json.dumps(self.settings, sort_keys=True)
 

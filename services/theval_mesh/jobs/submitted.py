@@ -57,8 +57,6 @@ class SubmittedJobs:
         """A new job of the videos of `inputs` (jobs.inputs.plan), its driver started; `workers` 0
         means the evaluator's default. Refused over the evaluator's limits of workers and jobs."""
         workers = workers or self.workers
-        if workers < 1:
-            raise UserError(f"workers must be at least 1, not {workers}")
         if workers > self.max_workers:
             raise Overloaded(f"workers {workers} is over this evaluator's limit of {self.max_workers} "
                              "per job (--max-job-workers)")
@@ -101,6 +99,11 @@ class SubmittedJobs:
     def cancel(self, job_id: str, owner: str) -> Job:
         self.get(job_id, owner)
         return self.store.request_cancel(job_id)
+
+    def results(self, job_id: str, owner: str) -> Iterator:
+        """The caller's job's committed results, in input order, read a page at a time."""
+        self.get(job_id, owner)
+        return self.store.results(job_id)
 
     def updates(self, job_id: str, owner: str, is_active: Callable[[], bool]) -> Iterator[Job]:
         """The job now, then at each change of its state or counts (and every STREAM_KEEPALIVE_S),

@@ -172,6 +172,13 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
     def CancelJob(self, request, context):
         return _job_proto(self.jobs.cancel(request.id, caller(self.config.tokens, context)))
 
+    def GetJobResults(self, request, context):
+        try:
+            for result in self.jobs.results(request.id, caller(self.config.tokens, context)):
+                yield wire.result_to_proto(result)
+        except Exception as err:  # noqa: BLE001 - a status, as @rpc does for unary calls
+            context.abort(*status_of(err))
+
 
 def _scores_proto(scores: Scores) -> evaluator_pb2.Scores:
     row = scores.row

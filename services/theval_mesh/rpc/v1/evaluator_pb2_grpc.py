@@ -60,6 +60,11 @@ class EvaluatorServiceStub(object):
                 request_serializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
                 response_deserializer=theval_dot_v1_dot_evaluator__pb2.Job.FromString,
                 )
+        self.GetJobResults = channel.unary_stream(
+                '/theval.v1.EvaluatorService/GetJobResults',
+                request_serializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
+                response_deserializer=theval_dot_v1_dot_evaluator__pb2.VideoResult.FromString,
+                )
 
 
 class EvaluatorServiceServicer(object):
@@ -131,6 +136,13 @@ class EvaluatorServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetJobResults(self, request, context):
+        """The job's committed results as they stand (all of them once it is done), in input order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -178,6 +190,11 @@ def add_EvaluatorServiceServicer_to_server(servicer, server):
                     servicer.CancelJob,
                     request_deserializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.FromString,
                     response_serializer=theval_dot_v1_dot_evaluator__pb2.Job.SerializeToString,
+            ),
+            'GetJobResults': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetJobResults,
+                    request_deserializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.FromString,
+                    response_serializer=theval_dot_v1_dot_evaluator__pb2.VideoResult.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -339,5 +356,22 @@ class EvaluatorService(object):
         return grpc.experimental.unary_unary(request, target, '/theval.v1.EvaluatorService/CancelJob',
             theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
             theval_dot_v1_dot_evaluator__pb2.Job.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetJobResults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/theval.v1.EvaluatorService/GetJobResults',
+            theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
+            theval_dot_v1_dot_evaluator__pb2.VideoResult.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,0 +1,125 @@
+"""evaluate(): score a GT set and models' videos, rank the models against the GT (what
+`theval evaluate` runs, and what a notebook calls)."""
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from theval_mesh.api import dataframes
+from theval_mesh.api.arguments import Models, model_pairs, run_settings
+from theval_mesh.core import aggregate
+from theval_mesh.core.results import VideoResult
+from theval_mesh.jobs import outputs, pipeline
+from theval_mesh.jobs.inputs import plan
+from theval_mesh.jobs.job_store import SqliteJobStore
+from theval_mesh.jobs.report import Progress, write_report
+from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.scoring.final_score import Leaderboard
+from theval_mesh.pure.settings import RunSettings
+
+if TYPE_CHECKING:
+    import pandas
+
+
+@dataclass(frozen=True)
+class LeaderboardRow:
+    """One model (or the GT) against the GT; metric names as in METRICS.md ("Lip sync", ...)."""
+    model: str
+    rank: int | None              # None: the GT row, or a row whose Final score is NaN
+    final: float                  # the Final score
+    groups: dict[str, float]      # Quality, Naturalness, Synchronization: means of their metrics
+    normalised: dict[str, float]  # 1 - |raw - GT| / |GT|, not clamped
+    raw: dict[str, float]         # the mean over the model's videos (NaN: no video had the metric)
+    counts: dict[str, int]        # videos behind each mean
+    is_gt: bool = False
+    note: str = ""                # why a Final score is missing, or which metrics were left out
+
+
+@dataclass
+class Evaluation:
+    """What evaluate() returns: every video's result, the leaderboard, and the files written."""
+    results: list[VideoResult] = field(repr=False)  # (a notebook shows the leaderboard, not every video)
+    leaderboard: list[LeaderboardRow]  # GT first, then by rank, then unranked rows
+    board: Leaderboard = field(repr=False)  # as scoring computed it: weights, GT values, warnings (the CLI prints it)
+    paths: dict[str, Path]  # name -> file written under `out` (empty without `out`)
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.board.warnings
+
+    def to_pandas(self) -> tuple["pandas.DataFrame", "pandas.DataFrame"]:
+        """(results, leaderboard) as pandas DataFrames: one row per video (raw metrics by key), and
+        one row per model indexed by name (normalised scores, groups, Final score, "raw:<metric>",
+        "n:<metric>"). ImportError when pandas is not installed."""
+        return dataframes.results_frame(self.results), dataframes.leaderboard_frame(self.leaderboard)
+
+
+def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, settings: RunSettings | None = None,
+             workers: int = 1, gt_name: str = "GT", weights: Mapping[str, float] | str | None = None,
+             weights_store: str | None = None, progress: bool = True, mesh: str | None = None,
+             inline: bool = False, ray_address: str | None = None, **options: Any) -> Evaluation:
+    """Score the GT videos and each model's, then rank the models against the GT.
+
+    gt and each model's path: a folder (searched recursively), one video, or a .txt list of paths.
+    models: {name: path} or [(name, path), ...]. Run settings: `settings`, or its fields as
+    keywords (profile="paper", quality="proxy", frame_stride=2, single_pass=True, ...).
+
+    The run is a job in <out>/results.sqlite with every output file beside it; run again with the
+    same `out`, it skips the videos already scored with these settings. Without `out` it runs in
+    a temporary folder, removed before returning: nothing is written, nothing resumes.
+
+    Runs on Ray (`workers` actors, each loading the models once; a local Ray unless
+    `ray_address`), or in this process with `inline`. mesh: HOST:PORT of an evaluator that scores
+    the videos instead of in-process models (its allowed roots must hold them). weights:
+    Final-score weights ({"Lip sync": 2}, or the --weights text). progress: a progress bar and a
+    line per failed video on stderr. A video that cannot be scored is a failed result with its
+    reason; a problem that stops the whole run (no GT scored, missing weights for
+    quality="paper", a mesh that does not answer) is a UserError.
+    """
+    settings = run_settings(settings, options)
+    pairs = model_pairs(models)
+    run = dict(settings=settings, workers=workers, gt_name=gt_name, weights=weights, weights_store=weights_store,
+               progress=progress, mesh=mesh, inline=inline, ray_address=ray_address)
+    if out is not None:
+        return _evaluate(str(gt), pairs, Path(out), **run)
+    with tempfile.TemporaryDirectory(prefix="theval-") as tmp:
+        evaluation = _evaluate(str(gt), pairs, Path(tmp), **run)
+    evaluation.paths = {}
+    return evaluation
+
+
+def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSettings, workers: int, gt_name: str,
+              weights, weights_store, progress: bool, mesh: str | None, inline: bool,
+              ray_address: str | None) -> Evaluation:
+    inputs = [(gt_name, gt)] + models
+    items = plan(inputs)
+    # Missing weights or a mesh that does not answer stop the run here, with one clear line.
+    spec = pipeline.new_spec(inputs, settings, quiet=not progress, gt_name=gt_name, workers=workers,
+                             quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address)
+    out.mkdir(parents=True, exist_ok=True)
+    store = SqliteJobStore(out / outputs.RESULTS_DB)
+    try:
+        job = store.create(spec, items)
+        shown = Progress(job, enabled=progress)
+        try:
+            if inline:
+                job = pipeline.run_inline(store, job.id, on_result=shown)
+            else:
+                job = pipeline.run_ray(store, job.id, workers, ray_address, on_result=shown)
+        finally:
+            shown.close()
+        if job.state != "done":
+            raise UserError(f"the run stopped ({job.state}): {job.error}; run the same command again to resume")
+        board, results, paths = write_report(out, store, job)
+    finally:
+        store.close()
+    paths["results_db"] = out / outputs.RESULTS_DB
+    return Evaluation(results=results, leaderboard=_rows(board, results), board=board, paths=paths)
+
+
+def _rows(board: Leaderboard, results: list[VideoResult]) -> list[LeaderboardRow]:
+    raw = {row.model: row for row in aggregate.model_rows(results, [r.model for r in board.rows])}
+    return [LeaderboardRow(model=r.model, rank=r.rank, final=r.final, groups=dict(r.groups),
+                           normalised=dict(r.scores), raw=dict(raw[r.model].values), counts=dict(r.counts or {}),
+                           is_gt=r.is_gt, note=r.note) for r in board.rows]
