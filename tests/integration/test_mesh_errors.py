@@ -167,7 +167,7 @@ def test_prometheus_counters_match_the_calls_made(clips, mesh):
 
 
 # ---------------------------------------------------------------- findings of the security probe
-# Each leaf's largest request (servicers.common.request_limit) with the defaults its process has.
+# Each leaf's largest request (rpc.servicers.common.request_limit) with the defaults its process has.
 LEAVES = {"headpose": ("HeadPoseService/Estimate", {"video": False, "series": 1}),
           "quality": ("QualityService/Score", {"video": True, "series": 2}),
           "landmarks": ("LandmarksService/Track", {"video": True, "frame_lists": 1}),

@@ -12,7 +12,7 @@ from theval_mesh.backends.quality.registry import METRIC_MODELS, MODELS
 from theval_mesh.pure.errors import UserError, WeightsMissing
 from theval_mesh.pure.metrics.quality import MOUTH_BATCH, pad_to_batch
 
-# Mouth boxes (x0, y0, x1, y1) that MediaPipe FaceMesh + metrics.quality.mouth_box give on the
+# Mouth boxes (x0, y0, x1, y1) that MediaPipe FaceMesh + pure.metrics.quality.mouth_box give on the
 # astronaut at each size (checked once by hand; fixed here so these tests need no landmarks).
 MOUTH_BOX = {256: (91, 59, 132, 87), 512: (191, 128, 255, 164)}
 

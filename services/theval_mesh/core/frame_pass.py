@@ -25,7 +25,7 @@ class FrameSeries:
     height: int
     fps: float
     frame_count: int = 0    # frames decoded
-    header_frames: int = 0  # frames the header announces (media.decode.VideoInfo)
+    header_frames: int = 0  # frames the header announces (backends.media.decode.VideoInfo)
     landmarks: dict[str, LandmarkSeries] = field(default_factory=dict)  # pass name -> series
     # Per-frame scores of each quality metric, named by its registry key (read by key).
     global_aesthetic: list[float] = field(default_factory=list)
@@ -150,7 +150,7 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
 
     silent_frames: frame indices for the reference silent-lip pass (None: no such pass).
     on_frames(n): progress callback, called with the number of frames just decoded.
-    cancelled: common.liveness; checked per frame (None: never cancelled).
+    cancelled: backends.liveness; checked per frame (None: never cancelled).
     """
     info = reader.info
     out = FrameSeries(info.width, info.height, info.fps, header_frames=info.header_frames)

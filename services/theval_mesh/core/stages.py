@@ -1,7 +1,7 @@
 """The stages of scoring one video and their ONE composition.
 
 `score()` is shared by the embedded engine (LocalVideo: in-process backends, one decode feeding
-FaceMesh, the quality models and the audio) and the mesh evaluator (orchestrator.remote_stages:
+FaceMesh, the quality models and the audio) and the mesh evaluator (rpc.remote_stages:
 gRPC clients of the landmarks, audio, head-pose and quality services). Both therefore build
 results the same way: same NaN reasons, same no-face and no-audio handling, same provenance.
 
@@ -78,7 +78,7 @@ def new_result(model: str, video, settings: RunSettings, provenance: dict) -> Vi
 def score(open_video, result: VideoResult, settings: RunSettings, on_frames=None):
     """Fill `result` from the stages `open_video()` returns. A bad video fails this video only:
     its error is recorded in `result` and returned (None on success). Errors of the mesh itself
-    (common.errors.ServiceError) propagate."""
+    (pure.errors.ServiceError) propagate."""
     start = time.perf_counter()
     error = None
     try:

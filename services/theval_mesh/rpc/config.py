@@ -70,7 +70,7 @@ OPTIONS = (
            "largest message between services: video bytes plus landmark arrays (default 1 GiB)",
            int, 1024 * MIB),
     *(_from_setting(s, run_setting=False) for s in LIMIT_SETTINGS),
-    # TLS on the gRPC port; beyond loopback it is required, with authentication (common.security).
+    # TLS on the gRPC port; beyond loopback it is required, with authentication (rpc.security).
     Option("tls_cert", "THEVAL_TLS_CERT", "PEM certificate (chain) of this server: serve TLS"),
     Option("tls_key", "THEVAL_TLS_KEY", "PEM private key of --tls-cert"),
     Option("tls_client_ca", "THEVAL_TLS_CLIENT_CA",

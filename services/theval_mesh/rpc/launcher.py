@@ -18,7 +18,7 @@ from theval_mesh.rpc.security import client_channel
 
 READY = re.compile(r"^(\w+): listening on (\S+):(\d+), metrics on (http://\S+/metrics)")
 # Set for the children: their stdin is a pipe from the launcher, and its end (the launcher exited,
-# however it died: SIGKILL included) stops them (common.server). A thread parent-death signal
+# however it died: SIGKILL included) stops them (rpc.server). A thread parent-death signal
 # cannot do this: it fires when the THREAD that started the child exits.
 EXIT_WITH_LAUNCHER = "THEVAL_EXIT_WITH_LAUNCHER"
 

@@ -49,7 +49,7 @@ class MeshClients:
 
     def call(self, service: str, method: str, request, deadline: float, video: str = "", cancelled=None):
         """stub.method(request) within `deadline` (time.monotonic()), retried on UNAVAILABLE and,
-        until the deadline, while the service is busy; cancelled (common.liveness) ends it."""
+        until the deadline, while the service is busy; cancelled (backends.liveness) ends it."""
         delay = FIRST_RETRY_S
         attempt = 0
         while True:

@@ -50,7 +50,7 @@ class Service:
 
 
 def _until_launcher_exits(name: str, stop: threading.Event):
-    """Blocks on stdin, the launcher's pipe (common.launcher): end of file = the launcher is gone.
+    """Blocks on stdin, the launcher's pipe (rpc.launcher): end of file = the launcher is gone.
     os.read, not sys.stdin: a daemon thread blocked inside the buffered reader holds its lock, and
     CPython aborts at exit when it cannot take that lock (a graceful stop would exit 134)."""
     while os.read(0, 4096):

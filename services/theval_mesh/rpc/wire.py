@@ -103,7 +103,7 @@ def landmarks_to_proto(name: str, s: LandmarkSeries) -> common_pb2.LandmarkSerie
     return m
 
 
-FACEMESH_POINTS = (468, 478)  # what FaceMesh gives: plain and refined (landmarks.backend)
+FACEMESH_POINTS = (468, 478)  # what FaceMesh gives: plain and refined (backends.landmarks.backend)
 # Normalised coordinates: a face a thousand frame widths away is no face, and the fits and crops
 # stay finite (1e30 overflows them).
 MAX_COORDINATE = 1e3

@@ -56,7 +56,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
     def _score(self, video_ref, label: str, model: str, settings: RunSettings, deadline: float, cancelled=None):
         """(VideoResult, error): error is None, a VideoError (this video is bad: recorded in the
         result) or an internal error; the mesh's own failures raise ServiceError, and Cancelled
-        once `cancelled` (common.liveness) says the caller is gone."""
+        once `cancelled` (backends.liveness) says the caller is gone."""
         with opened_video(video_ref, self.config) as path:
             provenance = self.clients.provenance(settings, deadline)
             result = new_result(model, label, settings, provenance)
@@ -101,7 +101,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         return answer
 
     def EvaluateStream(self, request_iterator, context):
-        """Videos are scored `concurrency` at a time as they arrive, none read ahead (servicers.streams);
+        """Videos are scored `concurrency` at a time as they arrive, none read ahead (rpc.servicers.streams);
         answers go back as each finishes. A client that goes away stops the videos in progress."""
         deadline, who = _deadline(context), caller(self.config.tokens, context)
         c = self.config

@@ -3,7 +3,7 @@ and its slot frees once its answer is sent, so a stream holds at most `concurren
 client waits, through gRPC's flow control, with the rest). Answers go back as each finishes.
 
 A stream that sends no request for idle_s while none of its videos is being scored, or is open
-for max_s, ends with DEADLINE_EXCEEDED; its videos in progress stop (common.liveness).
+for max_s, ends with DEADLINE_EXCEEDED; its videos in progress stop (backends.liveness).
 """
 import queue
 import threading

@@ -86,7 +86,7 @@ class LocalVad:
 
 
 class AudioBackend:
-    """vad: LocalVad (default) or triton.client.TritonVad (same interface)."""
+    """vad: LocalVad (default) or rpc.triton.client.TritonVad (same interface)."""
 
     def __init__(self, vad=None):
         self.vad = vad or LocalVad()
@@ -102,8 +102,8 @@ class AudioBackend:
 
     def analyse(self, audio: Audio, profile: str = REFERENCE, cancelled=None) -> AudioSeries:
         """The audio stage: loudness envelope and VAD speech segments, from the signals the profile
-        reads (media.audio): `reference` as the reference scripts extract them, each metric its own;
-        `paper` the decoded track for both. cancelled: common.liveness."""
+        reads (backends.media.audio): `reference` as the reference scripts extract them, each metric its own;
+        `paper` the decoded track for both. cancelled: backends.liveness."""
         if profile == REFERENCE:
             rms, times = rms_envelope(audio.moviepy, MOVIEPY_RATE)
             sync, silence = self.speech_segments(resample(audio.moviepy, MOVIEPY_RATE, VAD_RATE),

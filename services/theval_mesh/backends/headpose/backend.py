@@ -69,7 +69,7 @@ def _mean_shape(faces: np.ndarray, iterations: int = 3) -> np.ndarray:
 
 def estimate(points: np.ndarray, width: int, height: int, cancelled=None) -> HeadPose:
     """points: (T, N, 3) normalised FaceMesh output, NaN rows where no face; cancelled:
-    common.liveness, checked per frame."""
+    backends.liveness, checked per frame."""
     t_count = len(points)
     out = {k: np.full(t_count, np.nan) for k in ("pitch", "yaw", "roll", "cx", "cy")}
     has_face = ~np.isnan(points[:, 0, 0]) if t_count else np.zeros(0, bool)

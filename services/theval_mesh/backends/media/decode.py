@@ -97,7 +97,7 @@ class MediaReader:
     """
 
     def __init__(self, path, limits: Limits = Limits(), reference_audio: bool = False):
-        """reference_audio: also extract the audio as the reference scripts do (media.audio)."""
+        """reference_audio: also extract the audio as the reference scripts do (backends.media.audio)."""
         self.path = str(path)
         self.limits = limits
         self.reference_audio = reference_audio
@@ -215,7 +215,7 @@ class MediaReader:
 
     def read_audio(self, cancelled=None) -> Audio | None:
         """Decode only the audio track (the silent-lip pass needs the speech before the frames);
-        cancelled: common.liveness, checked per audio frame."""
+        cancelled: backends.liveness, checked per audio frame."""
         if not self.info.has_audio:
             self.close()
             return None

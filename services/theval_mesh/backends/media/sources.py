@@ -60,7 +60,7 @@ def resolve_uri(uri: str, roots) -> str:
         raise VideoError(uri, "the path must be absolute (the server has no working folder of yours)")
     real = os.path.realpath(path)
     if not any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
-        # The reason first: a status detail keeps only the start of a long one (common.status).
+        # The reason first: a status detail keeps only the start of a long one (rpc.status).
         raise AccessDenied("outside the folders this server may read (its --allow-root / "
                            f"THEVAL_ALLOWED_ROOTS): {uri}")
     try:

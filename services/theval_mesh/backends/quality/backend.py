@@ -30,7 +30,7 @@ class QualityBackend:
     see proxy.py) or "auto" (paper when every model can run, else proxy; `.notice` says which
     and why). profile: "reference" (musiq for mouths) or "paper" (musiq-spaq).
     models: where the pyiqa models run: LocalModels (default: in-process, from `store`) or
-    triton.client.TritonModels. Models load once, on first use or on `load()`."""
+    rpc.triton.client.TritonModels. Models load once, on first use or on `load()`."""
 
     def __init__(self, mode: str = "auto", profile: str = "reference", store=None,
                  device: str = "cpu", models=None):

@@ -18,7 +18,7 @@ from theval_mesh.pure.scoring.names import GROUPS, METRICS, canonical_metric
 
 COMPARED = ("profile", "landmarks", "headpose", "vad", "audio", "frames", "normalise_translation")
 # A run's provenance lists why its numbers cannot be compared with the published GT (empty: they
-# can, up to the backends no local run reproduces by name); written by orchestrator.provenance.
+# can, up to the backends no local run reproduces by name); written by core.provenance.
 PUBLISHED_BLOCKERS = "published_gt_blockers"
 # Fields that never change a metric value (they may sit inside a backend's description too).
 IGNORED_FIELDS = frozenset({

@@ -1,4 +1,4 @@
-"""theval.v1.AudioService over audio.backend (RMS envelope, and Silero VAD in-process or on
+"""theval.v1.AudioService over backends.audio.backend (RMS envelope, and Silero VAD in-process or on
 Triton with --backend triton)."""
 import json
 

@@ -1,4 +1,4 @@
-"""theval.v1.HeadPoseService over headpose.backend (rigid fit of the FaceMesh landmarks)."""
+"""theval.v1.HeadPoseService over backends.headpose.backend (rigid fit of the FaceMesh landmarks)."""
 import numpy as np
 
 from theval_mesh.backends import liveness

@@ -1,4 +1,4 @@
-"""theval.v1.LandmarksService over landmarks.backend (MediaPipe FaceMesh), as the engine runs it."""
+"""theval.v1.LandmarksService over backends.landmarks.backend (MediaPipe FaceMesh), as the engine runs it."""
 import numpy as np
 
 from theval_mesh.backends import liveness

@@ -1,4 +1,4 @@
-"""theval.v1.QualityService over quality.backend (pyiqa models from the weights store, on a
+"""theval.v1.QualityService over backends.quality.backend (pyiqa models from the weights store, on a
 Triton server with --backend triton, or the labelled proxy), cropping with landmarks computed by
 the landmarks service."""
 import json

@@ -1,5 +1,5 @@
 """Clients of the Triton models (tritonclient.grpc): TritonModels stands in for
-quality.local_models.LocalModels, TritonVad for audio.backend.LocalVad. Errors become
+backends.quality.local_models.LocalModels, TritonVad for backends.audio.backend.LocalVad. Errors become
 ServiceError with the gRPC code the calling service answers with (UNAVAILABLE while Triton or a
 model is down, so the evaluator retries)."""
 import json
@@ -84,7 +84,7 @@ class TritonClient:
 
 
 class TritonModels:
-    """The quality models on Triton, with LocalModels' interface (quality.backend uses either).
+    """The quality models on Triton, with LocalModels' interface (backends.quality.backend uses either).
 
     A call's images go in requests of REQUEST_IMAGES, sent at once, so that Triton's dynamic
     batcher can join them (and other videos' requests of the same size) into one execution."""
@@ -144,7 +144,7 @@ class TritonModels:
 
 
 class TritonVad:
-    """Silero VAD on Triton, with LocalVad's interface (audio.backend uses either)."""
+    """Silero VAD on Triton, with LocalVad's interface (backends.audio.backend uses either)."""
 
     def __init__(self, client: TritonClient):
         self.client = client

@@ -1,7 +1,7 @@
 """The python-backend models of the Triton repository (triton_models/<model>/1/model.py names
 one of these classes). They run inside Triton's python stub, the only place where
 triton_python_backend_utils exists, and score with the same functions as the in-process
-backends (quality.inference, audio.backend), so both paths give the same numbers.
+backends (backends.quality.inference, backends.audio.backend), so both paths give the same numbers.
 
 Every model also answers PROVENANCE: a JSON string with what it loaded (pyiqa version and the
 sha256 of each weight file, or the VAD model's checksum) and where it runs. A request that asks
@@ -102,7 +102,7 @@ class QualityModel:
 class VadModel:
     """Silero VAD. AUDIO: float32 [batch, samples] at 16 kHz; PROBS: float32 [batch, windows],
     the speech probability of each 512-sample window. All the audios of one execution run as
-    one batch (audio.backend.speech_probabilities)."""
+    one batch (backends.audio.backend.speech_probabilities)."""
 
     def initialize(self, args):
         params = _parameters(args)
