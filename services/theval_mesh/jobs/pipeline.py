@@ -243,6 +243,9 @@ def start_ray(address: str | None, workers: int):
              logging_level="ERROR", log_to_driver=False, object_store_memory=128 << 20)
 
 
+_ray_token: str | None = None  # the token of this process's local Rays (_private_ray)
+
+
 def _private_ray():
     """A local Ray runs any code sent to it: keep it on loopback, behind a token of its own.
     Ray binds its servers to the node's IP and turns a loopback IP into the machine's address
@@ -250,7 +253,9 @@ def _private_ray():
     ray_constants.ENABLE_RAY_CLUSTER, the env RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER at import; the
     started processes are given the node IP). Token authentication: Ray (>= 2.59) turns it on for
     a new local cluster when RAY_AUTH_MODE is unset, so an explicit "disabled" is dropped; the
-    token is this process's own random one (inherited by Ray's processes), not ~/.ray/auth_token."""
+    token is this process's own random one (inherited by Ray's processes), not ~/.ray/auth_token,
+    and the same for every local Ray this process starts: Ray reads the token once per process and
+    keeps it, so a second Ray given another one would refuse its own driver."""
     import secrets
 
     from ray._private import ray_constants
@@ -258,7 +263,9 @@ def _private_ray():
     ray_constants.ENABLE_RAY_CLUSTER = False
     if os.environ.pop("RAY_AUTH_MODE", "token").lower() != "token":
         print("warning: RAY_AUTH_MODE ignored: the local Ray always requires its token", file=sys.stderr)
-    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+    global _ray_token
+    _ray_token = _ray_token or os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)
+    os.environ["RAY_AUTH_TOKEN"] = _ray_token
 
 
 def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None = None, on_result=None):
