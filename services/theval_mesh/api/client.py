@@ -20,7 +20,6 @@ from theval_mesh.core.results import VideoResult
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
-from theval_mesh.rpc.protocol import RESULT_TRAILER
 from theval_mesh.rpc.security import ClientSecurity, client_channel
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 
@@ -155,10 +154,9 @@ class Client:
         try:
             response = self._stub.Evaluate(request, timeout=self.timeout_s)
         except grpc.RpcError as err:
-            trailer = dict(err.trailing_metadata() or ()).get(RESULT_TRAILER)
-            if trailer is None:  # the request, not the video, was refused (or the mesh failed)
+            failed = wire.failed_result(err)
+            if failed is None:  # the request, not the video, was refused (or the mesh failed)
                 raise error_from_rpc(err, self.address, label) from None
-            failed = wire.result_from_proto(evaluator_pb2.VideoResult.FromString(trailer))
             return ScoredResult(**vars(failed))
         scores = None
         if response.HasField("scores"):

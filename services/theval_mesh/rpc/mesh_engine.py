@@ -10,7 +10,6 @@ from theval_mesh.pure.errors import ServiceError, UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.admission import is_busy
-from theval_mesh.rpc.protocol import RESULT_TRAILER
 from theval_mesh.rpc.security import ClientSecurity, client_channel
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 
@@ -54,13 +53,12 @@ class MeshEngine:
             response = self.stub.Evaluate(request, timeout=self.timeout_s)
             result = wire.result_from_proto(response.result)
         except grpc.RpcError as err:
-            trailer = dict(err.trailing_metadata() or ()).get(RESULT_TRAILER)
+            result = wire.failed_result(err)
             if is_busy(err):  # all its workers in use: transient, unlike an input over a limit
                 raise ServiceError("UNAVAILABLE", f"the evaluator at {self.address} is busy: {err.details()}") from None
-            if trailer is None:  # the mesh failed, not the video: retried, never recorded as the video's fault
+            if result is None:  # the mesh failed, not the video: retried, never recorded as the video's fault
                 raise ServiceError(err.code().name, f"the mesh at {self.address} could not score {path}: "
                                    f"{err.details()}") from None
-            result = wire.result_from_proto(evaluator_pb2.VideoResult.FromString(trailer))
             if result.reason:  # name the file as the user did, not as the server resolved it
                 result.reason = result.reason.replace(os.path.realpath(path), str(path))
         if on_frames:

@@ -15,6 +15,7 @@ from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.media.decode import VideoInfo
 from theval_mesh.core.results import VideoResult, in_metric_order
 from theval_mesh.pure.settings import SETTINGS, RunSettings
+from theval_mesh.rpc.protocol import RESULT_TRAILER
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
 
 _WIRE_DTYPE = {"float": "<f4", "double": "<f8"}
@@ -215,3 +216,10 @@ def result_from_proto(m: evaluator_pb2.VideoResult) -> VideoResult:
         face_frames=m.face_frames, fps=m.fps, width=m.width, height=m.height, seconds=m.seconds,
         warnings=list(m.warnings), settings=json.loads(m.settings_json or "{}"),
         provenance=json.loads(m.provenance_json or "{}"), timings=dict(m.timings))
+
+
+def failed_result(err) -> VideoResult | None:
+    """The failed VideoResult an Evaluate refusal carries in its trailer (the video's own fault),
+    or None when the call failed for another reason (the request, the mesh)."""
+    trailer = dict(err.trailing_metadata() or ()).get(RESULT_TRAILER)
+    return None if trailer is None else result_from_proto(evaluator_pb2.VideoResult.FromString(trailer))
