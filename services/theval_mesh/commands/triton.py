@@ -1,4 +1,5 @@
 """`theval triton up`: a real Triton server on this machine with the project's model repository."""
+import os
 import signal
 import sys
 import tempfile
@@ -24,8 +25,9 @@ def register(sub):
                     help="quality model weights folder (default $THEVAL_WEIGHTS or ~/.cache/theval/weights)")
     up.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     for name, port in DEFAULT_PORTS.items():
-        up.add_argument(f"--{name}-port", type=int, default=port, metavar="PORT",
-                        help=f"{name} port (default {port}; 0: any free port)")
+        env = f"THEVAL_TRITON_{name.upper()}_PORT"  # also what the triton image's health check reads
+        up.add_argument(f"--{name}-port", type=int, default=int(os.environ.get(env) or port), metavar="PORT",
+                        help=f"{name} port (default {port}; 0: any free port) [env {env}]")
     up.add_argument("--model", action="append", default=None, metavar="NAME",
                     help="load only this model (repeatable; default: every model of the repository)")
     up.add_argument("--config-name", default=None, metavar="NAME",

@@ -1,0 +1,43 @@
+# The landmarks service: MediaPipe FaceMesh over a video's frames (no torch).
+# The build context is made by `./dev images` (scripts/images.py): wheels/ holds exactly the
+# third-party wheels this image installs, project/ the project's own wheel, both from the
+# wheelhouse built on the host with constraints.txt; the build runs with --network none. The
+# dependencies' layers stay cached while only the project's code changes.
+ARG BASE=python:3.11-slim-bookworm
+
+FROM ${BASE} AS build
+COPY wheels/ /wheels/
+RUN python3 -m venv /opt/theval \
+ && /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps /wheels/*.whl
+COPY project/ /project/
+RUN /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps --prefix /tmp/project /project/*.whl \
+ && PYTHONPATH=/tmp/project/lib/python3.11/site-packages /opt/theval/bin/pip check
+
+FROM ${BASE}
+# OpenCV (a MediaPipe dependency) loads libGL and GLib: in the project's own base already,
+# installed from Debian on the official python image.
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# hadolint ignore=DL3008
+RUN if ! ldconfig -p | grep -q libGL.so.1; then \
+      apt-get update && apt-get install -y --no-install-recommends libgl1 libglib2.0-0 \
+      && rm -rf /var/lib/apt/lists/*; fi
+COPY --from=build /opt/theval /opt/theval
+COPY --from=build /tmp/project /opt/theval
+ARG VERSION=0.0.0
+ARG REVISION=unknown
+ARG SOURCE=theval-mesh
+LABEL org.opencontainers.image.title="theval-landmarks" \
+      org.opencontainers.image.description="The landmarks service: MediaPipe FaceMesh over a video's frames (no torch)." \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}"
+ENV PATH=/opt/theval/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HOME=/tmp
+USER 10001:10001
+# Settings come from THEVAL_* variables (THEVAL_PORT and THEVAL_METRICS_PORT are required); the
+# probe checks grpc.health.v1 on THEVAL_PORT, over TLS with this server's own certificate when set.
+HEALTHCHECK --interval=5s --timeout=4s --start-period=120s --retries=3 \
+  CMD ["python", "-m", "theval_mesh.rpc.probe"]
+ENTRYPOINT ["python", "-m", "theval_mesh.service.main", "landmarks"]

@@ -1,0 +1,256 @@
+"""Build the project's container images, offline: `./dev images [NAME ...] [--base IMAGE]`.
+
+1. The base. `--base IMAGE` if given; else the official python:3.11-slim-bookworm when the engine
+   has it or can pull it; else a base made from Debian's packages (mmdebstrap, then `docker
+   import`): python 3.11 and what the images load from the system (OpenCV's libGL for landmarks).
+2. The wheelhouse: every wheel the images install, made by pip on the host from constraints.txt,
+   in the user's cache; reused while constraints.txt and pyproject.toml are unchanged (the
+   project's own wheel is rebuilt each time).
+3. Each image's build context: exactly the wheels it installs (hard links), resolved offline by
+   pip against the wheelhouse, minus those of its parent (the torch runtime); then `docker build
+   --network none`, so nothing is downloaded and the layer cache makes rebuilds incremental.
+"""
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKER = ROOT / "docker"
+OFFICIAL_BASE = "python:3.11-slim-bookworm"
+REPOSITORY = "theval"  # images are theval/NAME:VERSION
+
+
+@dataclass(frozen=True)
+class Image:
+    name: str
+    requirement: str          # what pip resolves for it
+    parent: str | None = None  # an image of this table it starts FROM (its wheels are not repeated)
+    gl: bool = False          # needs OpenCV's system libraries (libGL, GLib)
+    files: tuple = ()         # project folders copied into the context
+    own_base: bool = False    # keeps its Dockerfile's BASE (NVIDIA's), built only when named
+
+
+IMAGES = {i.name: i for i in (
+    # The shared PyTorch runtime, pinned by constraints.txt; with OpenCV's system libraries: pyiqa
+    # and the quality proxy import cv2.
+    Image("torch", "torch", gl=True),
+    Image("landmarks", "theval-mesh[landmarks]", gl=True),
+    Image("headpose", "theval-mesh[headpose]"),
+    Image("quality", "theval-mesh[quality]", parent="torch"),
+    Image("audio", "theval-mesh[audio]", parent="torch"),
+    Image("evaluator", "theval-mesh[evaluator]"),
+    Image("triton", "theval-mesh[triton]", parent="torch", files=("triton_models",)),
+    Image("triton-gpu", "theval-mesh[triton]", files=("triton_models",), own_base=True),
+)}
+SERVICE_IMAGES = ("landmarks", "headpose", "quality", "audio", "evaluator")
+# The Debian packages of the offline bases: what python:3.11-slim-bookworm has, plus what the
+# Dockerfiles would install from Debian on it (libGL and GLib for OpenCV).
+BASE_PACKAGES = ("python3.11", "python3-venv", "libpython3.11", "ca-certificates")
+GL_PACKAGES = ("libgl1", "libglib2.0-0")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "theval" / "images"
+
+
+def version() -> str:
+    return re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+
+
+def revision() -> str:
+    try:
+        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def tag(name: str) -> str:
+    return f"{REPOSITORY}/{name}:{version()}"
+
+
+def log(message: str):
+    print(f"==> {message}", flush=True)
+
+
+def run(cmd, **kw):
+    return subprocess.run([str(c) for c in cmd], check=True, **kw)
+
+
+def have_image(ref: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode == 0
+
+
+def image_size(ref: str) -> int:
+    out = subprocess.run(["docker", "image", "inspect", "-f", "{{.Size}}", ref], capture_output=True, text=True,
+                         check=True).stdout
+    return int(out.strip())
+
+
+# -- the base --------------------------------------------------------------------------------------
+
+def debian_base(packages: tuple) -> str:
+    """A base image from Debian bookworm's packages (mmdebstrap minbase), imported once."""
+    digest = hashlib.sha256(" ".join(packages).encode()).hexdigest()[:12]
+    ref = f"{REPOSITORY}/base:bookworm-{digest}"
+    if have_image(ref):
+        return ref
+    if not shutil.which("mmdebstrap"):
+        raise SystemExit("error: the registry's base image cannot be pulled and mmdebstrap is missing: "
+                         "`apt-get install mmdebstrap`, or pass --base IMAGE")
+    tar = cache_dir() / f"base-{digest}.tar"
+    tar.parent.mkdir(parents=True, exist_ok=True)
+    log(f"making base {ref} from Debian packages: {', '.join(packages)} (about a minute)")
+    run(["mmdebstrap", "--quiet", "--variant=minbase", f"--include={','.join(packages)}", "bookworm", tar])
+    run(["docker", "import", "--message", f"mmdebstrap minbase bookworm + {' '.join(packages)}", tar, ref],
+        stdout=subprocess.DEVNULL)
+    tar.unlink()
+    return ref
+
+
+def bases(given: str | None) -> dict:
+    """{False: base, True: base with OpenCV's system libraries}."""
+    if given:
+        return {False: given, True: given}
+    if have_image(OFFICIAL_BASE) or subprocess.run(["docker", "pull", "-q", OFFICIAL_BASE], capture_output=True,
+                                                   timeout=300).returncode == 0:
+        return {False: OFFICIAL_BASE, True: OFFICIAL_BASE}  # the Dockerfiles add libGL from Debian
+    log(f"{OFFICIAL_BASE} cannot be pulled here: using bases made from Debian's packages")
+    return {False: debian_base(BASE_PACKAGES), True: debian_base(BASE_PACKAGES + GL_PACKAGES)}
+
+
+# -- the wheelhouse --------------------------------------------------------------------------------
+
+def wheelhouse() -> Path:
+    """The wheels of every image; rebuilt when constraints.txt or pyproject.toml changed."""
+    stamp = hashlib.sha256((ROOT / "constraints.txt").read_bytes() + (ROOT / "pyproject.toml").read_bytes())
+    folder = cache_dir() / "wheelhouse"
+    stamp_file = folder / ".inputs-sha256"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    if stamp_file.is_file() and stamp_file.read_text() == stamp.hexdigest():
+        log(f"wheelhouse up to date ({folder})")
+        run(pip + ["wheel", "-q", "--no-deps", "-w", folder, ROOT], stdout=subprocess.DEVNULL)  # the project itself
+        return folder
+    log(f"building the wheelhouse in {folder} (every image's wheels, from constraints.txt)")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    run(pip + ["wheel", "-q", "--no-deps", "-w", folder, ROOT], stdout=subprocess.DEVNULL)
+    extras = sorted({m.group(1) for i in IMAGES.values() for m in [re.search(r"\[(\w+)\]", i.requirement)] if m})
+    run(pip + ["wheel", "-q", "-w", folder, "-c", ROOT / "constraints.txt", "--find-links", folder,
+               f"theval-mesh[{','.join(extras)}]"], stdout=subprocess.DEVNULL)
+    stamp_file.write_text(stamp.hexdigest())
+    return folder
+
+
+def resolve(requirement: str, wheels: Path) -> dict:
+    """{distribution name: wheel file} pip installs for `requirement` from the wheelhouse alone
+    (no configuration, no index: what the image's offline install will find)."""
+    report = wheels.parent / "resolve-report.json"
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+    run([sys.executable, "-m", "pip", "--disable-pip-version-check", "install", "-q", "--dry-run",
+         "--ignore-installed", "--no-index", "--find-links", wheels, "-c", ROOT / "constraints.txt",
+         "--report", report, requirement], env=env, stdout=subprocess.DEVNULL)
+    items = json.loads(report.read_text())["install"]
+    report.unlink()
+    return {i["metadata"]["name"].lower(): Path(i["download_info"]["url"].removeprefix("file://")) for i in items}
+
+
+def context(image: Image, wheels: Path) -> Path:
+    """The build context: wheels/ the third-party wheels it installs beyond its parent's, project/
+    the project's own wheel (its own layer: a code change leaves the others cached), its files."""
+    wanted = resolve(image.requirement, wheels)
+    if image.parent:
+        for name in resolve(IMAGES[image.parent].requirement, wheels):
+            wanted.pop(name, None)
+    folder = cache_dir() / "contexts" / image.name
+    shutil.rmtree(folder, ignore_errors=True)
+    for name, path in wanted.items():
+        target = folder / ("project" if name == "theval-mesh" else "wheels") / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copy2(path, target)
+    for name in image.files:
+        shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
+# -- the images ------------------------------------------------------------------------------------
+
+def build(image: Image, base: dict, wheels: Path, no_cache: bool = False) -> dict:
+    """docker build one image; returns its tag, size and build seconds."""
+    start = time.monotonic()
+    folder = context(image, wheels)
+    args = {"VERSION": version(), "REVISION": revision(),
+            "SOURCE": os.environ.get("THEVAL_IMAGE_SOURCE", "theval-mesh")}
+    if not image.own_base:
+        args["BASE"] = base[image.gl]
+    if image.parent:
+        args["TORCH"] = tag(image.parent)
+    cmd = ["docker", "build", "--network", "none", "-f", DOCKER / f"{image.name}.Dockerfile",
+           "-t", tag(image.name), "-t", f"{REPOSITORY}/{image.name}:latest"]
+    for key, value in args.items():
+        cmd += ["--build-arg", f"{key}={value}"]
+    if no_cache:
+        cmd.append("--no-cache")
+    log(f"building {tag(image.name)}")
+    # The classic builder: BuildKit needs the buildx plugin, which Debian's docker.io lacks.
+    done = subprocess.run([str(c) for c in cmd + [folder]], capture_output=True, text=True,
+                          env={**os.environ, "DOCKER_BUILDKIT": "0"})
+    if done.returncode != 0:
+        raise SystemExit(f"error: building {tag(image.name)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    shutil.rmtree(folder, ignore_errors=True)
+    return {"image": tag(image.name), "bytes": image_size(tag(image.name)),
+            "seconds": round(time.monotonic() - start, 1)}
+
+
+def build_all(names=None, base: str | None = None, no_cache: bool = False) -> list[dict]:
+    """Build `names` (default: every image) and the parents they need, in order."""
+    names = list(names or [n for n, i in IMAGES.items() if not i.own_base])
+    unknown = sorted(set(names) - set(IMAGES))
+    if unknown:
+        raise SystemExit(f"error: unknown image {', '.join(unknown)}; the images: {', '.join(IMAGES)}")
+    order = [n for n in IMAGES if n in names or any(IMAGES[m].parent == n for m in names)]
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        raise SystemExit("error: no Docker engine answers; start one (`dockerd &`, or `./dev containers up`, which "
+                         "starts one when none runs) and try again")
+    base_images = bases(base) if any(not IMAGES[n].own_base for n in order) else {}
+    wheels = wheelhouse()
+    return [build(IMAGES[n], base_images, wheels, no_cache) for n in order]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="./dev images", description=__doc__.split("\n\n")[0])
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help=f"images to build (default all but triton-gpu: {', '.join(IMAGES)})")
+    p.add_argument("--base", default=None, metavar="IMAGE",
+                   help=f"base image of every image (default {OFFICIAL_BASE}, or one made from Debian's packages "
+                        "when it cannot be pulled)")
+    p.add_argument("--no-cache", action="store_true", help="rebuild every layer (the wheelhouse is still reused)")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write what was built, with sizes, to FILE")
+    args = p.parse_args(argv)
+    start = time.monotonic()
+    built = build_all(args.names, args.base, args.no_cache)
+    if args.json:
+        Path(args.json).write_text(json.dumps(built, indent=1))
+    print(f"{'image':32} {'size':>10} {'build':>8}")
+    for b in built:
+        print(f"{b['image']:32} {b['bytes'] / 1e6:8.0f} MB {b['seconds']:7.1f}s")
+    print(f"all built in {time.monotonic() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

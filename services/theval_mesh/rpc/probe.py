@@ -1,0 +1,61 @@
+"""`python -m theval_mesh.rpc.probe`: is the mesh server of this environment SERVING? The health
+check of the container images (and of Kubernetes exec probes): it reads the server's own THEVAL_*
+settings, calls grpc.health.v1 on 127.0.0.1:THEVAL_PORT and exits 0 when SERVING, 1 otherwise.
+
+With TLS on (THEVAL_TLS_CERT) it trusts THEVAL_TLS_CA, else THEVAL_TLS_CLIENT_CA, else the server's
+own certificate, and presents the server's certificate as its client certificate (a server that
+requires one trusts its own CA). Health needs no token. Imports grpc only: it runs every few seconds.
+`--triton`: Triton's own readiness (HTTP /v2/health/ready on THEVAL_TRITON_HTTP_PORT, default 8000).
+"""
+import os
+import sys
+import urllib.error
+import urllib.request
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from theval_mesh.rpc.security import ClientSecurity, client_channel
+
+
+def probe_security(environ) -> ClientSecurity | None:
+    cert = environ.get("THEVAL_TLS_CERT")
+    if not cert:
+        return None
+    ca = environ.get("THEVAL_TLS_CA") or environ.get("THEVAL_TLS_CLIENT_CA") or cert
+    return ClientSecurity(ca, cert, environ.get("THEVAL_TLS_KEY"))
+
+
+def check(environ=None, timeout: float = 3.0) -> str:
+    """SERVING, NOT_SERVING, ... or the reason it could not ask."""
+    env = os.environ if environ is None else environ
+    port = env.get("THEVAL_PORT", "")
+    if not port.isdigit() or int(port) == 0:
+        return f"THEVAL_PORT is {port!r}: the probe needs the server's fixed port"
+    with client_channel(f"127.0.0.1:{port}", probe_security(env)) as channel:
+        try:
+            answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+        except grpc.RpcError as err:
+            return f"{err.code().name}: {err.details()}"
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
+
+
+def check_triton(environ=None, timeout: float = 3.0) -> str:
+    env = os.environ if environ is None else environ
+    url = f"http://127.0.0.1:{env.get('THEVAL_TRITON_HTTP_PORT') or 8000}/v2/health/ready"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return "SERVING"
+    except (OSError, urllib.error.URLError) as err:
+        return f"{url}: {err}"
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    status = check_triton() if argv == ["--triton"] else check()
+    print(status)
+    return 0 if status == "SERVING" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

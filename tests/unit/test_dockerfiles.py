@@ -1,0 +1,73 @@
+"""docker/: every Dockerfile is hadolint-clean and shaped as the images need (multi-stage, non-root,
+health check, labels); the compose file takes its ports from mesh.env and only settings the code
+declares. No engine needed: the images themselves are tested in tests/integration/test_containers.py."""
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from container_support import containers, images
+
+from theval_mesh.rpc.config import OPTIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILES = sorted((ROOT / "docker").glob("*.Dockerfile"))
+HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+
+
+def test_every_image_has_its_dockerfile_and_no_dockerfile_is_unbuilt():
+    assert {p.name.removesuffix(".Dockerfile") for p in DOCKERFILES} >= set(images.IMAGES)
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_hadolint_finds_nothing(path):
+    done = subprocess.run([HADOLINT, "--no-color", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_multi_stage_non_root_labelled(path):
+    text = path.read_text()
+    froms = re.findall(r"^FROM (\S+)", text, re.M)
+    assert len(froms) >= 2, "multi-stage: the wheels stay in the build stage"
+    assert re.search(r"^COPY --from=build ", text, re.M)
+    name = path.name.removesuffix(".Dockerfile")
+    image = images.IMAGES.get(name)
+    if image is not None and image.parent:
+        assert froms[0] == froms[-1] == "${TORCH}" and "ARG TORCH=" in text
+    elif image is not None and image.own_base:  # NVIDIA's Triton image and its unprivileged user
+        assert "ARG BASE=nvcr.io/nvidia/tritonserver:" in text and froms[-1] == "${BASE}"
+        assert re.findall(r"^USER (\S+)", text, re.M)[-1] == "1000:1000"
+    else:
+        assert "ARG BASE=python:3.11-slim-bookworm" in text and froms[-1] == "${BASE}"
+        assert re.findall(r"^USER (\S+)", text, re.M)[-1] == containers.CONTAINER_USER
+    assert "org.opencontainers.image.version" in text
+    if name != "torch":  # a runtime layer, not a server
+        assert "HEALTHCHECK" in text and "theval_mesh.rpc.probe" in text
+        for label in ("revision", "source"):
+            assert f"org.opencontainers.image.{label}" in text
+    assert "--no-cache-dir" in text and "--no-index" in text
+
+
+def test_compose_ports_come_from_mesh_env_and_settings_from_the_code():
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
+    text = (ROOT / "docker" / "compose.yaml").read_text()
+    defined = set(containers.settings()) | set(containers._placeholders())
+    assert set(re.findall(r"\$\{(\w+)\}", text)) <= defined
+    for service in containers.SERVICES:
+        assert f"{service.upper()}_PORT" in defined and f"{service.upper()}_METRICS_PORT" in defined
+    known = {o.env for o in OPTIONS}
+    for name, spec in compose["services"].items():
+        assert spec["image"] == f"theval/{name}:${{THEVAL_VERSION}}"
+        assert spec["read_only"] is True and spec["network_mode"] == "host" and spec["tmpfs"] == ["/tmp"]
+        assert spec["cap_drop"] == ["ALL"] and spec["restart"] == "unless-stopped"
+        env = spec["environment"]
+        assert set(env) <= known, set(env) - known
+        assert env["THEVAL_TLS_CERT"] and env["THEVAL_TLS_KEY"]  # TLS always on
+        assert ("THEVAL_TOKENS_FILE" in env) == (name == "evaluator")
+        assert ("THEVAL_TLS_CLIENT_CA" in env) == (name != "evaluator")
+        for mount in spec["volumes"]:
+            assert mount.endswith(":ro") or name == "evaluator" and mount.endswith(":/var/lib/theval"), mount
