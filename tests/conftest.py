@@ -49,3 +49,30 @@ def fake_store(tmp_path_factory):
     architectures, under the published file names."""
     from fake_weights import write_fake_store
     return write_fake_store(tmp_path_factory.mktemp("fake-weights"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """The container tests last: their images build in the background meanwhile."""
+    from container_support import is_container_test
+    items.sort(key=is_container_test)
+
+
+def pytest_collection_finish(session):
+    from container_support import Prebuild, is_container_test
+    if not session.config.option.collectonly and any(is_container_test(i) for i in session.items):
+        folder = session.config._tmp_path_factory.mktemp("images")
+        session.config.theval_prebuild = Prebuild(folder)
+
+
+def pytest_sessionfinish(session):
+    prebuild = getattr(session.config, "theval_prebuild", None)
+    if prebuild is not None:
+        prebuild.stop()
+
+
+@pytest.fixture(scope="session")
+def built_images(request):
+    """{image name: {image, bytes, seconds}}: every image, built from the wheelhouse."""
+    prebuild = getattr(request.config, "theval_prebuild", None)
+    assert prebuild is not None, "the images are built when container tests are collected"
+    return prebuild.wait()
