@@ -35,6 +35,28 @@ def register(sub):
         elif action.dest == "metrics_port":
             action.help = (f"the evaluator's /metrics port (default {EVALUATOR_METRICS_PORT}) "
                            "[env THEVAL_METRICS_PORT]")
+    prom = actions.add_parser("prometheus-config", help="print a Prometheus configuration scraping a mesh",
+                              description="Print a Prometheus configuration (JSON, which Prometheus reads as YAML) "
+                                          "that scrapes each given server's /metrics under job=\"theval\" with a "
+                                          "`service` label, as monitoring/rules.yml and dashboard.json expect.")
+    prom.add_argument("--target", action="append", required=True, metavar="SERVICE=HOST:PORT",
+                      help="a server's metrics address (repeatable), e.g. evaluator=127.0.0.1:9464")
+    prom.add_argument("--rules", action="append", default=[], metavar="FILE",
+                      help="a rule file to load (repeatable), e.g. monitoring/rules.yml")
+    prom.add_argument("--interval", type=float, default=15.0, metavar="S", help="scrape interval (default 15 s)")
+    prom.set_defaults(func=print_prometheus_config)
+
+
+def print_prometheus_config(args) -> int:
+    from theval_mesh.rpc.scrape_config import prometheus_config_text
+    targets = {}
+    for target in args.target:
+        service, _, address = target.partition("=")
+        if not service or ":" not in address:
+            raise UserError(f"--target {target}: expected SERVICE=HOST:PORT")
+        targets[service] = address
+    sys.stdout.write(prometheus_config_text(targets, args.interval, args.rules))
+    return 0
 
 
 def _flags(args, service: str) -> list[str]:

@@ -152,8 +152,7 @@ class _Loop:
     def commit(self, result: VideoResult):
         self.store.commit(self.job_id, result)
         telemetry.JOB_VIDEOS.labels("failed" if result.status == FAILED else "ok").inc()
-        for stage, seconds in result.timings.items():
-            telemetry.STAGE_SECONDS.labels(stage).observe(seconds)
+        telemetry.observe_stages(result.timings)
         if self.on_result:
             self.on_result(result)
 

@@ -20,6 +20,13 @@ STAGE_SECONDS = prom.Histogram("theval_compute_seconds", "compute time per video
                                buckets=(0.0001, 0.001) + LATENCY_BUCKETS)
 
 
+
+def observe_stages(timings: dict):
+    """A scored video's seconds per stage and per metric (VideoResult.timings), into STAGE_SECONDS:
+    by a job's driver for each video it commits, by the evaluator for each video it scores."""
+    for stage, seconds in timings.items():
+        STAGE_SECONDS.labels(stage).observe(seconds)
+
 class _JobsCollector:
     """Read at each scrape from the job store: jobs by state, and the unfinished jobs' videos,
     per job or summed (a shared evaluator's /metrics must not list its callers' job ids)."""

@@ -13,7 +13,7 @@ from theval_mesh.jobs.job_store import Job
 from theval_mesh.jobs.reference_sets import GtVideo, ReferenceSets, Scores
 from theval_mesh.jobs.reference_store import Reference, ReferenceStore
 from theval_mesh.jobs.submitted import SubmittedJobs
-from theval_mesh.jobs.telemetry import register_jobs
+from theval_mesh.jobs.telemetry import observe_stages, register_jobs
 from theval_mesh.pure.errors import VideoError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import telemetry, wire
@@ -82,6 +82,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         telemetry.VIDEOS.labels(_outcome(error)).inc()
         if error is not None:
             return result, error
+        observe_stages(result.timings)
         response = evaluator_pb2.EvaluateResponse(result=wire.result_to_proto(result))
         if reference is not None:
             response.scores.CopyFrom(_scores_proto(self.sets.record(reference, result, who)))
