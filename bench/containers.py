@@ -70,7 +70,7 @@ def main():
         build_s = time.monotonic() - start
         k = kit(n_clips=n, duration_s=seconds, size=size, variants=("blur", "static_head"))
         Path(k.out_dir).chmod(0o755)
-        clips = k.videos()
+        clips = [v for variant in ("gt",) + k.variants for v in k.videos(variant)]
         ports = {f"{s.upper()}_{kind}": str(free_port()) for s in containers.SERVICES
                  for kind in ("PORT", "METRICS_PORT")}
         env = containers.environment(Path(k.out_dir), work / "state", {**ports, "THEVAL_QUALITY": "proxy"})

@@ -28,7 +28,8 @@ from theval_mesh.rpc.triton.client import TritonClient, TritonVad
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 from theval_mesh.synth.speech import synthesize_speech
 
-pytestmark = pytest.mark.slow
+# The first test may wait for the background image build (cold: ~20 min on 2 cores).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 C = grpc.StatusCode
 
 
@@ -142,7 +143,7 @@ def test_the_kit_through_the_containers_equals_the_embedded_run(mesh, kit, evalu
         with open(path) as f:
             return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
     through, embedded = rows(tmp_path / "containers" / "results.csv"), rows(tmp_path / "embedded.csv")
-    assert len(through) == len(embedded) == len(kit.videos())
+    assert len(through) == len(embedded) == len(kit.clips) * (1 + len(kit.variants))
     assert through == embedded
 
 
