@@ -37,7 +37,7 @@ def stream_seconds(address: str, security: ClientSecurity, clips) -> float:
         start = time.perf_counter()
         answers = list(stub.EvaluateStream(iter(requests), timeout=1800))
         seconds = time.perf_counter() - start
-    bad = [(a.id, a.detail) for a in answers if a.code or a.result.status != "ok"]
+    bad = [(a.id, a.detail) for a in answers if a.code or a.response.result.status != "ok"]
     assert len(answers) == len(clips) and not bad, bad
     return seconds
 
