@@ -2,6 +2,7 @@
 their health, stop them gracefully. Used by `theval mesh up`, the tests and the benchmarks."""
 import os
 import queue
+import random
 import re
 import signal
 import socket
@@ -23,11 +24,38 @@ READY = re.compile(r"^(\w+): listening on (\S+):(\d+), metrics on (http://\S+/me
 EXIT_WITH_LAUNCHER = "THEVAL_EXIT_WITH_LAUNCHER"
 
 
+EPHEMERAL_FREE_FROM = 20000  # free_port picks from here up to the ephemeral range
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS has free now (for servers that cannot report a port 0 they bound)."""
+    """A port free now, for a server told its port in advance (a restart reuses it; a client may
+    know it before the server is up). Taken below the OS's ephemeral range: a client that keeps
+    reconnecting to an ephemeral port with no listener can be given that very port as its own
+    source port (TCP self-connect) and then holds it, so the server can never bind it again."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(EPHEMERAL_FREE_FROM, low)
+        if _bindable(host, port):
+            return port
+    raise RuntimeError(f"no free port on {host} in {EPHEMERAL_FREE_FROM}..{low - 1}")
+
+
+def _ephemeral_low() -> int:
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    return max(low, EPHEMERAL_FREE_FROM + 1000)
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 class ChildProcess:
