@@ -254,3 +254,33 @@ def _code_of(call):
         return grpc.StatusCode.OK, ""
     except grpc.RpcError as err:
         return err.code(), err.details()
+
+
+# ---------------------------------------------------------------------------- mutual TLS
+def test_triton_beyond_loopback_needs_mutual_tls_and_serves_callers_with_a_certificate(fake_store, tmp_path):
+    """Triton has no tokens: on a pod network its gRPC endpoint takes only callers with a
+    certificate of the mesh's CA (the quality and audio services), and its HTTP endpoint stays
+    on loopback. Started here on 127.0.0.1 with TLS on: nothing listens beyond loopback."""
+    import os
+
+    from container_support import containers
+
+    from theval_mesh.pure.errors import UserError
+    from theval_mesh.rpc.security import ClientSecurity
+    with pytest.raises(UserError, match="mutual TLS"):
+        TritonServer(default_repository(), host="0.0.0.0")
+    pki = containers.make_secrets(tmp_path / "pki", user=f"{os.getuid()}:{os.getgid()}")
+    tls = tuple(str(pki / f) for f in ("server.crt", "server.key", "ca.crt"))
+    server = TritonServer(default_repository(), weights_store=fake_store, models=["silero_vad"],
+                          log=open(tmp_path / "triton.log", "a"), tls=tls).start()
+    try:
+        assert "--grpc-use-ssl-mutual=true" in server.command(tmp_path)
+        with TritonClient(server.address, ClientSecurity(tls[2], tls[0], tls[1])) as client:
+            assert client.states()["silero_vad"][0] == "READY"
+            assert TritonVad(client).provenance() == AudioBackend().provenance()
+        for security in (None, ClientSecurity(tls[2])):  # plaintext; TLS without a certificate
+            with TritonClient(server.address, security) as client, pytest.raises(ServiceError) as err:
+                client.states()
+            assert err.value.code == "UNAVAILABLE"
+    finally:
+        server.close()

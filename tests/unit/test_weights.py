@@ -169,8 +169,14 @@ def test_cli_status_prints_the_table(tmp_path, capsys):
     sha = ws.sha256_file(tmp_path / "musiq_koniq_ckpt-e95806b9.pth")
     assert sha[:12] in out
     assert f"missing: download {MODELS['musiq-spaq'].main.url}" in out  # where to get the rest
-    # verify of an incomplete store fails
+    # verify of an incomplete store fails, unless missing files are allowed (an init container
+    # in quality 'auto'); a file that does not match fails either way
     assert run_cli(["weights", "verify", "--store", str(tmp_path)]) == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run_cli(["weights", "verify", "--store", str(empty), "--allow-missing"]) == 0
+    (empty / "musiq_koniq_ckpt-e95806b9.pth").write_bytes(b"not the checkpoint")
+    assert run_cli(["weights", "verify", "--store", str(empty), "--allow-missing"]) == 1
 
 
 def test_cli_rejects_unknown_models(tmp_path):

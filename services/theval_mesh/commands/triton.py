@@ -28,6 +28,12 @@ def register(sub):
         env = f"THEVAL_TRITON_{name.upper()}_PORT"  # also what the triton image's health check reads
         up.add_argument(f"--{name}-port", type=int, default=int(os.environ.get(env) or port), metavar="PORT",
                         help=f"{name} port (default {port}; 0: any free port) [env {env}]")
+    for flag, env, text in (("--tls-cert", "THEVAL_TLS_CERT", "PEM certificate of this server: gRPC over TLS"),
+                            ("--tls-key", "THEVAL_TLS_KEY", "PEM private key of --tls-cert"),
+                            ("--tls-client-ca", "THEVAL_TLS_CLIENT_CA",
+                             "PEM CA certificate: callers must present a certificate it signed (mutual TLS)")):
+        up.add_argument(flag, default=os.environ.get(env) or None, metavar="FILE",
+                        help=f"{text}; required with a --host beyond loopback [env {env}]")
     up.add_argument("--model", action="append", default=None, metavar="NAME",
                     help="load only this model (repeatable; default: every model of the repository)")
     up.add_argument("--config-name", default=None, metavar="NAME",
@@ -46,7 +52,7 @@ def start(args, log_path: Path):
         raise UserError(f"--model-repository {repository}: not a folder")
     server = TritonServer(repository, host=args.host, grpc_port=args.grpc_port, http_port=args.http_port,
                           metrics_port=args.metrics_port, models=args.model, weights_store=args.weights_store,
-                          config_name=args.config_name, log=open(log_path, "a"))
+                          config_name=args.config_name, log=open(log_path, "a"), tls=_tls(args))
     try:
         return server.start()
     except RuntimeError as err:
@@ -54,9 +60,24 @@ def start(args, log_path: Path):
         raise UserError(f"Triton could not start: {err}; its log: {log_path}") from None
 
 
+def _tls(args):
+    given = (args.tls_cert, args.tls_key, args.tls_client_ca)
+    if any(given) and not all(given):
+        raise UserError("Triton's TLS is mutual: give --tls-cert, --tls-key and --tls-client-ca together")
+    for path in filter(None, given):
+        if not Path(path).is_file():
+            raise UserError(f"{path}: no such file")
+    return given if all(given) else None
+
+
 def print_states(server, stream=sys.stdout):
+    from theval_mesh.rpc.security import ClientSecurity
     from theval_mesh.rpc.triton.client import TritonClient
-    client = TritonClient(server.address)
+    security = None
+    if server.tls:  # asked from this machine, as a caller with the server's own certificate
+        cert, key, ca = server.tls
+        security = ClientSecurity(ca, cert, key)
+    client = TritonClient(f"127.0.0.1:{server.ports['grpc']}" if server.tls else server.address, security)
     try:
         for name, (state, reason) in sorted(client.states().items()):
             why = f"  {reason.splitlines()[0]}" if reason and state != "READY" else ""

@@ -18,6 +18,10 @@ def register(subparsers) -> None:
         a.add_argument("--store", metavar="DIR", help="weights store directory")
         a.add_argument("--model", action="append", choices=sorted(MODELS), metavar="NAME",
                        help=f"only this model (repeatable): {', '.join(sorted(MODELS))}")
+        if name == "verify":
+            a.add_argument("--allow-missing", action="store_true",
+                           help="a missing file is no error (quality 'auto' then uses the labelled proxy); "
+                                "a file that does not match still is (e.g. a Kubernetes init container)")
         a.set_defaults(func=run)
 
 
@@ -52,7 +56,7 @@ def run(args) -> int:
     print(format_rows(rows, verified))
     for line in _hints(rows):
         print(line)
-    bad = [r for r in rows if r.state in ("missing", "mismatch")]
+    bad = [r for r in rows if r.state == "mismatch" or (r.state == "missing" and not getattr(args, "allow_missing", False))]
     if verified and bad:
         print(f"verify failed: {len(bad)} file(s) missing or not matching: "
               f"{', '.join(r.file for r in bad)}")

@@ -92,6 +92,9 @@ OPTIONS = (
            default="inprocess", choices=BACKENDS, services=ON_TRITON),
     Option("triton_url", "THEVAL_TRITON_URL", "HOST:PORT of Triton's gRPC endpoint (with --backend triton)",
            services=ON_TRITON),
+    Option("tls_ca", "THEVAL_TLS_CA", "PEM CA certificate of the servers this one calls (the evaluator: its "
+           "services; quality and audio: Triton): reach them over TLS, presenting --tls-cert/--tls-key when "
+           "they require client certificates", services=("evaluator",) + ON_TRITON),
     # The evaluator
     Option("store", "THEVAL_STORE", "SQLite file of the GT reference sets and scored videos (created if absent)",
            services=("evaluator",), required=("evaluator",)),
@@ -100,8 +103,7 @@ OPTIONS = (
     Option("tokens_file", "THEVAL_TOKENS_FILE",
            "bearer tokens accepted on the API, one 'IDENTITY TOKEN' per line, mode 600 (env THEVAL_TOKENS may hold "
            "the lines instead); required beyond loopback", services=("evaluator",)),
-    Option("tls_ca", "THEVAL_TLS_CA", "PEM CA certificate of the services this one calls: reach them over TLS "
-           "(presenting --tls-cert/--tls-key when they require client certificates)", services=("evaluator",)),
+
     Option("call_timeout_s", "THEVAL_CALL_TIMEOUT_S",
            "deadline of each call to a service, within the caller's own (default 600 s)", float, 600.0,
            services=("evaluator",)),

@@ -5,6 +5,10 @@ settings, calls grpc.health.v1 on 127.0.0.1:THEVAL_PORT and exits 0 when SERVING
 With TLS on (THEVAL_TLS_CERT) it trusts THEVAL_TLS_CA, else THEVAL_TLS_CLIENT_CA, else the server's
 own certificate, and presents the server's certificate as its client certificate (a server that
 requires one trusts its own CA). Health needs no token. Imports grpc only: it runs every few seconds.
+`--live`: exit 0 when the server answers at all, SERVING or not (a liveness probe: an evaluator
+whose dependency is down is NOT_SERVING, not dead, and must not be restarted for it).
+`--ray`: a Ray node's raylet, through its dashboard agent (what KubeRay's own probes ask, with
+Python instead of wget, which the images do not have).
 `--triton`: Triton's own readiness (HTTP /v2/health/ready on THEVAL_TRITON_HTTP_PORT, default 8000).
 """
 import os
@@ -40,21 +44,37 @@ def check(environ=None, timeout: float = 3.0) -> str:
     return health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
 
 
-def check_triton(environ=None, timeout: float = 3.0) -> str:
-    env = os.environ if environ is None else environ
-    url = f"http://127.0.0.1:{env.get('THEVAL_TRITON_HTTP_PORT') or 8000}/v2/health/ready"
+def _http_ok(url: str, timeout: float, expect: bytes = b"") -> str:
     try:
-        with urllib.request.urlopen(url, timeout=timeout):
-            return "SERVING"
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            body = answer.read(4096)
     except (OSError, urllib.error.URLError) as err:
         return f"{url}: {err}"
+    return "SERVING" if expect in body else f"{url}: {body[:200]!r}"
+
+
+def check_triton(environ=None, timeout: float = 3.0) -> str:
+    env = os.environ if environ is None else environ
+    return _http_ok(f"http://127.0.0.1:{env.get('THEVAL_TRITON_HTTP_PORT') or 8000}/v2/health/ready", timeout)
+
+
+def check_ray(environ=None, timeout: float = 3.0) -> str:
+    env = os.environ if environ is None else environ
+    port = env.get("RAY_DASHBOARD_AGENT_LISTEN_PORT") or 52365  # Ray's default
+    return _http_ok(f"http://127.0.0.1:{port}/api/local_raylet_healthz", timeout, b"success")
+
+
+ANSWERS = set(health_pb2.HealthCheckResponse.ServingStatus.keys())
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    status = check_triton() if argv == ["--triton"] else check()
+    if argv not in ([], ["--live"], ["--triton"], ["--ray"]):
+        print("usage: python -m theval_mesh.rpc.probe [--live | --triton | --ray]", file=sys.stderr)
+        return 2
+    status = check_triton() if argv == ["--triton"] else check_ray() if argv == ["--ray"] else check()
     print(status)
-    return 0 if status == "SERVING" else 1
+    return 0 if status == "SERVING" or (argv == ["--live"] and status in ANSWERS) else 1
 
 
 if __name__ == "__main__":

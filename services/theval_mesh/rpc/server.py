@@ -30,7 +30,16 @@ def channel_options(max_message_bytes: int) -> list:
             # A restarted service is found again within a second, not grpc's default 2 min.
             ("grpc.initial_reconnect_backoff_ms", 100),
             ("grpc.min_reconnect_backoff_ms", 100),
-            ("grpc.max_reconnect_backoff_ms", 1000)]
+            ("grpc.max_reconnect_backoff_ms", 1000),
+            # Every address the name resolves to gets calls: on Kubernetes a headless Service
+            # resolves to each pod, so replicas an autoscaler adds take their share.
+            ("grpc.lb_policy_name", "round_robin")]
+
+
+# Servers close each connection after this age (grpc adds +-10 % jitter): their clients connect
+# again and resolve the name again, so they find the replicas added since. Calls in flight keep
+# their connection until they end (the grace is the longest a call may last).
+CONNECTION_AGE_S = 60
 
 
 def setup_logging():
@@ -75,7 +84,9 @@ def build(config: Config, service: Service, port: int | None = None, interceptor
                  # Receive windows no wider than what is being read (64 KB beyond): unread requests
                  # of a stream stay with its client. BDP probing widens them to hold whole ones.
                  ("grpc.http2.bdp_probe", 0),
-                 ("grpc.so_reuseport", 0)])  # a taken port is an error, not a shared one
+                 ("grpc.so_reuseport", 0),  # a taken port is an error, not a shared one
+                 ("grpc.max_connection_age_ms", CONNECTION_AGE_S * 1000),
+                 ("grpc.max_connection_age_grace_ms", int((config.stream_max_s + config.grace_s) * 1000))])
     names = service.add(server)
     health = Health(name, names, service.readiness)
     health_pb2_grpc.add_HealthServicer_to_server(health.servicer, server)

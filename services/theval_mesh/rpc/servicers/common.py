@@ -72,7 +72,7 @@ def triton_client(config: Config):
     if config.backend != "triton":
         return None
     from theval_mesh.rpc.triton.client import TritonClient
-    return TritonClient(config.triton_url)
+    return TritonClient(config.triton_url, config.client_security())
 
 
 def until_triton_answers(load, url: str):

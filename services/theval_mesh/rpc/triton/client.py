@@ -21,11 +21,16 @@ _UNAVAILABLE = {"StatusCode.UNAVAILABLE", "StatusCode.NOT_FOUND", "StatusCode.CA
 class TritonClient:
     """One gRPC connection to a Triton server, shared by every model client in a process."""
 
-    def __init__(self, url: str, timeout_s: float = 600.0):
+    def __init__(self, url: str, security=None, timeout_s: float = 600.0):
+        """security (rpc.security.ClientSecurity): with a CA, mutual TLS (Triton beyond loopback)."""
         import tritonclient.grpc as tg
         self.tg, self.url, self.timeout_s = tg, url, timeout_s
+        tls = {}
+        if security is not None and security.ca:
+            tls = dict(ssl=True, root_certificates=security.ca, private_key=security.key,
+                       certificate_chain=security.cert)
         # Reconnect within a second of Triton coming back, as between the mesh's services.
-        self.client = tg.InferenceServerClient(url, channel_args=channel_options(MAX_MESSAGE))
+        self.client = tg.InferenceServerClient(url, channel_args=channel_options(MAX_MESSAGE), **tls)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="triton")
 
     def _error(self, model: str, err) -> ServiceError:
@@ -81,6 +86,12 @@ class TritonClient:
     def close(self):
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 class TritonModels:

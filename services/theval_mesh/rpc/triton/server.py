@@ -23,6 +23,7 @@ from pathlib import Path
 
 from theval_mesh.pure.errors import UserError
 from theval_mesh.rpc.launcher import ChildProcess, free_port
+from theval_mesh.rpc.security import is_loopback
 
 SHM_DEFAULT_BYTES = 16 << 20  # the python backend's shared memory per model instance
 SHM_GROWTH_BYTES = 16 << 20
@@ -83,9 +84,16 @@ class TritonServer(ChildProcess):
 
     def __init__(self, repository, host: str = "127.0.0.1", grpc_port: int = 0, http_port: int = 0,
                  metrics_port: int = 0, models=None, weights_store=None, config_name: str | None = None,
-                 log=None):
+                 log=None, tls: tuple[str, str, str] | None = None):
         self.repository = Path(repository).resolve()
         self.host = host
+        # (cert, key, client CA): gRPC with mutual TLS. Beyond loopback it is required, and the HTTP
+        # endpoint (inference too, no TLS in Triton) stays on loopback for the health probes.
+        self.tls = tls
+        if not is_loopback(host) and not (tls and all(tls)):
+            raise UserError(f"Triton on {host} listens beyond loopback: that needs mutual TLS on its gRPC "
+                            "endpoint (--tls-cert, --tls-key, --tls-client-ca); or listen on 127.0.0.1")
+        self.http_host = host if is_loopback(host) else "127.0.0.1"
         self.ports = {"grpc": grpc_port, "http": http_port, "metrics": metrics_port}
         self.models, self.weights_store, self.config_name = models, weights_store, config_name
         self.log = log  # a file for the server's output (None: inherit)
@@ -99,7 +107,7 @@ class TritonServer(ChildProcess):
 
     @property
     def http_url(self) -> str:
-        return f"http://{self.host}:{self.ports['http']}"
+        return f"http://{self.http_host}:{self.ports['http']}"
 
     @property
     def metrics_url(self) -> str:
@@ -110,13 +118,17 @@ class TritonServer(ChildProcess):
         cmd = [str(self.root / "bin" / "tritonserver"),
                f"--model-repository={self.repository}", f"--backend-directory={backends}",
                f"--grpc-address={self.host}", f"--grpc-port={self.ports['grpc']}",
-               f"--http-address={self.host}", f"--http-port={self.ports['http']}",
+               f"--http-address={self.http_host}", f"--http-port={self.ports['http']}",
                f"--metrics-address={self.host}", f"--metrics-port={self.ports['metrics']}",
                # A model that cannot load (missing weights) is UNAVAILABLE; the others serve.
                "--exit-on-error=false", "--strict-readiness=false",
                f"--backend-config=python,shm-default-byte-size={SHM_DEFAULT_BYTES}",
                f"--backend-config=python,shm-growth-byte-size={SHM_GROWTH_BYTES}",
                "--allow-cpu-metrics=true", "--log-verbose=0"]
+        if self.tls:
+            cert, key, client_ca = self.tls
+            cmd += ["--grpc-use-ssl=true", "--grpc-use-ssl-mutual=true", f"--grpc-server-cert={cert}",
+                    f"--grpc-server-key={key}", f"--grpc-root-cert={client_ca}"]
         if self.config_name:
             cmd.append(f"--model-config-name={self.config_name}")
         if self.models:
