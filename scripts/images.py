@@ -48,6 +48,7 @@ IMAGES = {i.name: i for i in (
     Image("audio", "theval-mesh[audio]", parent="torch"),
     Image("evaluator", "theval-mesh[evaluator]"),
     Image("triton", "theval-mesh[triton]", parent="torch", files=("triton_models",)),
+    Image("worker", "theval-mesh[worker]", parent="torch"),
     Image("triton-gpu", "theval-mesh[triton]", files=("triton_models",), own_base=True),
 )}
 SERVICE_IMAGES = ("landmarks", "headpose", "quality", "audio", "evaluator")

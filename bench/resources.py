@@ -1,0 +1,79 @@
+"""What each mesh service uses while it scores: the figures behind the Kubernetes requests and limits.
+
+Starts the mesh as `theval serve` processes, streams the clips through the evaluator (its default
+concurrency), and samples every service's own /metrics (process_resident_memory_bytes,
+process_cpu_seconds_total) every 0.2 s. Prints, per service: RSS when idle after start-up, peak RSS
+while scoring, and CPU seconds per video (CPU time, not wall time: it holds on a busy machine).
+
+    .venv/bin/python bench/resources.py [CLIPS] [SECONDS] [SIZE] [QUALITY]
+
+k8s/base/*.yaml cite the run recorded in README.md ("Kubernetes" section).
+"""
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+
+from common import kit  # noqa: E402
+from mesh_support import Mesh, scrape  # noqa: E402  (the tests' process mesh)
+
+from theval_mesh.rpc.config import SERVICES  # noqa: E402
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc  # noqa: E402
+
+MIB = 1024 ** 2
+
+
+def usage(mesh: Mesh) -> dict:
+    out = {}
+    for s in SERVICES:
+        samples = scrape(mesh.procs[s].metrics_url)
+        out[s] = (samples[("process_resident_memory_bytes", frozenset())],
+                  samples[("process_cpu_seconds_total", frozenset())])
+    return out
+
+
+def main():
+    n, seconds, size = (int(sys.argv[1]) if len(sys.argv) > 1 else 4, float(sys.argv[2]) if len(sys.argv) > 2 else 6.0,
+                        int(sys.argv[3]) if len(sys.argv) > 3 else 512)
+    quality = sys.argv[4] if len(sys.argv) > 4 else "proxy"
+    k = kit(n_clips=n, duration_s=seconds, size=size)
+    clips = k.videos("gt")
+    work = Path(tempfile.mkdtemp(prefix="theval-bench-resources-"))
+    mesh = Mesh(work, roots=[k.out_dir], quality=quality).start()
+    try:
+        idle = usage(mesh)
+        peak = {s: rss for s, (rss, _) in idle.items()}
+        done = threading.Event()
+
+        def sample():
+            while not done.wait(0.2):
+                for s, (rss, _) in usage(mesh).items():
+                    peak[s] = max(peak[s], rss)
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        stub = evaluator_pb2_grpc.EvaluatorServiceStub(mesh.channel)
+        requests = [evaluator_pb2.EvaluateRequest(id=str(i), video=common_pb2.VideoRef(uri=str(c)))
+                    for i, c in enumerate(clips)]
+        start = time.perf_counter()
+        answers = list(stub.EvaluateStream(iter(requests), timeout=1800))
+        wall = time.perf_counter() - start
+        done.set()
+        sampler.join()
+        bad = [(a.id, a.detail) for a in answers if a.code or a.response.result.status != "ok"]
+        assert len(answers) == len(clips) and not bad, bad
+        after = usage(mesh)
+    finally:
+        mesh.stop()
+    print(f"{len(clips)} videos of {seconds:g} s at {size} px, {quality} quality, one EvaluateStream "
+          f"(evaluator concurrency 2), {wall:.1f} s wall")
+    print(f"{'service':10} {'idle RSS':>9} {'peak RSS':>9} {'CPU s/video':>12}")
+    for s in SERVICES:
+        cpu = (after[s][1] - idle[s][1]) / len(clips)
+        print(f"{s:10} {idle[s][0] / MIB:6.0f} MiB {peak[s] / MIB:6.0f} MiB {cpu:12.2f}")
+
+
+if __name__ == "__main__":
+    main()
