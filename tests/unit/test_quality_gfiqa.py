@@ -234,3 +234,31 @@ def test_a_pyiqa_that_would_not_align_faces_is_refused(face_store, no_network):
     with pytest.raises(UserError, match="without its facexlib face alignment"):
         build(unaligned, face_store)
     assert not no_network
+
+
+def test_concurrent_calls_of_the_face_model_give_what_each_gives_alone(face_store, no_network):
+    """The quality service scores several videos at once on threads: the face model keeps the faces
+    of the image in progress, so its calls must not interleave (they once failed with
+    "'numpy.ndarray' object has no attribute 'append'" in facexlib, or could mix two images' faces)."""
+    import threading
+    qb = QualityBackend(mode="paper", profile="reference", store=face_store)
+    rng = np.random.default_rng(5)
+    batches = [[np.clip(astronaut((320 + 16 * i, 320)).astype(int) + rng.integers(-20, 20, (320 + 16 * i, 320, 3)),
+                        0, 255).astype(np.uint8) for _ in range(3)] for i in range(4)]
+    alone = [qb.face_quality(b) for b in batches]
+    together, errors = [None] * len(batches), []
+
+    def run(i):
+        try:
+            together[i] = qb.face_quality(batches[i])
+        except Exception as err:  # noqa: BLE001 - collected and asserted below
+            errors.append(repr(err))
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(batches))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a, b)
+    assert not no_network

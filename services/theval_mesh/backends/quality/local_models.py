@@ -15,7 +15,10 @@ def missing_weights_reason(store, missing: list[str]) -> str:
 
 
 class LocalModels:
-    """QualityBackend's models, in-process. Thread-safe; each model is built once."""
+    """QualityBackend's models, in-process. Thread-safe; each model is built once, and runs one
+    call at a time: a pyiqa model keeps per-call state (topiq_nr-face's face helper holds the faces
+    of the image in progress), so two calls at once (a service's concurrent requests) would mix
+    two videos' faces or fail. Different models still run at the same time."""
     served_by = "in-process"
 
     def __init__(self, store, device: str = "cpu"):
@@ -23,6 +26,7 @@ class LocalModels:
         self._metrics: dict = {}
         self._files: dict = {}  # model name -> {file name: sha256 of what was loaded}
         self._lock = threading.Lock()
+        self._running: dict = {}  # model name -> the lock its calls hold
 
     def unavailable(self, names) -> str | None:
         """Why some of these models cannot run (None: all can); nothing is loaded."""
@@ -36,10 +40,13 @@ class LocalModels:
                 qmodel = MODELS[name]
                 self._metrics[name] = build(qmodel, self.store, self.device)
                 self._files[name] = {f.name: ws.sha256_file(self.store / f.name) for f in qmodel.files}
+                self._running[name] = threading.Lock()
             return self._metrics[name]
 
     def scores(self, name: str, images: list[np.ndarray], each: bool = False) -> np.ndarray:
-        return score(self.load(name), images, each, self.device)
+        metric = self.load(name)
+        with self._running[name]:
+            return score(metric, images, each, self.device)
 
     def describe(self, name: str) -> dict:
         """{"pyiqa": version, "files": {file name: sha256}} of the loaded model."""
