@@ -90,10 +90,10 @@ def _owned(path: Path, mode: int, user: str):
         os.chown(path, uid, gid)
 
 
-def make_secrets(folder: Path, user: str = CONTAINER_USER) -> Path:
-    """A CA, one certificate for 127.0.0.1 and localhost (server and client use: the evaluator
-    presents it to the services), a tokens file with one identity, and that identity's token for
-    the host's clients (`token`). Kept when present; made with openssl."""
+def make_secrets(folder: Path, user: str = CONTAINER_USER, dns_names=()) -> Path:
+    """A CA, one certificate for 127.0.0.1, localhost and `dns_names` (server and client use: the
+    evaluator presents it to the services), a tokens file with one identity, and that identity's
+    token for the host's clients (`token`). Kept when present; made with openssl."""
     if (folder / "tokens").is_file():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -104,7 +104,8 @@ def make_secrets(folder: Path, user: str = CONTAINER_USER) -> Path:
             "-subj", "/CN=theval-mesh-ca", "-keyout", "ca.key", "-out", "ca.crt")
     openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=theval-mesh",
             "-keyout", "server.key", "-out", "server.csr")
-    (folder / "server.ext").write_text("basicConstraints=critical,CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n"
+    names = ",".join(f"DNS:{n}" for n in ("localhost", *dns_names))
+    (folder / "server.ext").write_text(f"basicConstraints=critical,CA:FALSE\nsubjectAltName={names},IP:127.0.0.1\n"
                                        "extendedKeyUsage=serverAuth,clientAuth\n")
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "365",
             "-extfile", "server.ext", "-out", "server.crt")

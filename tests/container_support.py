@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTAINER_TESTS = ("test_containers.py", "test_prometheus_containers.py")
+CONTAINER_TESTS = ("test_containers.py", "test_k8s_dev_overlay.py")
 
 
 def load_script(name: str):

@@ -100,3 +100,18 @@ def wait_in_flight(process: ServiceProcess, method: str, timeout: float = 30):
     while sample(scrape(process.metrics_url), "theval_grpc_in_flight_requests", **labels) < 1:
         assert time.monotonic() < end, f"no {method} call in flight on {process.service}"
         time.sleep(0.02)
+
+
+def results_differences(a_path, b_path, ignore=("seconds",)) -> list:
+    """Rows of two results.csv files that differ: [(row, {column: (a, b)})], and a row count that
+    differs as [("rows", (len a, len b))]. Every column but `ignore` (wall time) must match."""
+    import csv
+
+    def rows(path):
+        with open(path) as f:
+            return [{k: v for k, v in r.items() if k not in ignore} for r in csv.DictReader(f)]
+    a, b = rows(a_path), rows(b_path)
+    if len(a) != len(b):
+        return [("rows", (len(a), len(b)))]
+    return [(i, {k: (x.get(k), y.get(k)) for k in x.keys() | y.keys() if x.get(k) != y.get(k)})
+            for i, (x, y) in enumerate(zip(a, b)) if x != y]

@@ -2,8 +2,8 @@
 started with TLS and tokens (`./dev containers up`), the kit scored through it with `theval
 evaluate --mesh` exactly as embedded, a killed service container recovered as a killed process is,
 and everything stopped at the end (the containers, and the engine when this test started it)."""
-import csv
 import json
+import math
 import os
 import signal
 import subprocess
@@ -14,9 +14,10 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+import yaml
 from container_support import containers, images
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from mesh_support import free_port
+from mesh_support import free_port, results_differences
 from prometheus_support import Prometheus
 
 from theval_mesh.backends.audio.backend import AudioBackend
@@ -138,13 +139,8 @@ def test_the_kit_through_the_containers_equals_the_embedded_run(mesh, kit, evalu
                  "--workers", "2", "--out", str(tmp_path / "containers"), "--mesh", address(mesh, "evaluator")])
     assert code == 0
     write_results_csv(evaluated[1], tmp_path / "embedded.csv")
-
-    def rows(path):
-        with open(path) as f:
-            return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
-    through, embedded = rows(tmp_path / "containers" / "results.csv"), rows(tmp_path / "embedded.csv")
-    assert len(through) == len(embedded) == len(kit.clips) * (1 + len(kit.variants))
-    assert through == embedded
+    assert len(evaluated[1]) == len(kit.clips) * (1 + len(kit.variants))
+    assert not results_differences(tmp_path / "containers" / "results.csv", tmp_path / "embedded.csv")
 
 
 def _host_pid(service) -> int:
@@ -251,4 +247,58 @@ def test_prometheus_scrapes_every_container(mesh, kit, tmp_path):
         assert groups == {"theval-recording", "theval-alerts"}
         prometheus.wait(lambda: prometheus.query("theval:grpc_error_ratio:rate5m"), "no error ratio recorded")
     finally:
+        prometheus.stop()
+
+
+def autoscaling_query(service: str) -> tuple[str, float]:
+    """prometheus-adapter's query for the HPAs' custom metric (k8s/prometheus-adapter/values.yaml)
+    for one service of this mesh, and the HPA's per-pod target (k8s/base/autoscaling.yaml). The
+    adapter's label matchers are the pod's; here a service's metrics come from its one process."""
+    root = Path(__file__).resolve().parents[2]
+    rule, = yaml.safe_load((root / "k8s" / "prometheus-adapter" / "values.yaml").read_text())["rules"]["custom"]
+    hpa = next(h for h in yaml.safe_load_all((root / "k8s" / "base" / "autoscaling.yaml").read_text())
+               if h["metadata"]["name"] == service)
+    target = next(float(m["pods"]["target"]["averageValue"]) for m in hpa["spec"]["metrics"] if m["type"] == "Pods")
+    query = rule["metricsQuery"].replace("<<.LabelMatchers>>", f'service="{service}"').replace("<<.GroupBy>>", "service")
+    return query, target
+
+
+def test_the_autoscaling_query_would_scale_up_under_load_and_down_when_idle(mesh, kit, tmp_path):
+    """The HPA's desired replicas are ceil(replicas * value / target): under three concurrent
+    streams the landmarks query asks for more than one pod; idle, fewer than two."""
+    query, target = autoscaling_query("landmarks")
+    prometheus = Prometheus(tmp_path / "prometheus", {"landmarks": f"127.0.0.1:{mesh['LANDMARKS_METRICS_PORT']}"})
+    values, stop = [], threading.Event()
+
+    def value() -> float:
+        result = prometheus.query(query)
+        return float(result[0]["value"][1]) if result else 0.0
+
+    def load():
+        videos = [v for variant in ("gt",) + kit.variants for v in kit.videos(variant)]
+        stub, channel = evaluator(mesh)
+        with channel:
+            while not stop.is_set():
+                requests = [evaluator_pb2.EvaluateRequest(id=str(i), video=common_pb2.VideoRef(uri=str(v)))
+                            for i, v in enumerate(videos)]
+                assert all(a.code == 0 for a in stub.EvaluateStream(iter(requests), timeout=600))
+    try:
+        prometheus.wait_all_up(1)
+        streams = [threading.Thread(target=load) for _ in range(3)]
+        for s in streams:
+            s.start()
+        end = time.monotonic() + 75  # the query averages over a minute
+        while time.monotonic() < end:
+            values.append(value())
+            time.sleep(2)
+        stop.set()
+        for s in streams:
+            s.join()
+        busy = max(values)
+        assert math.ceil(1 * busy / target) > 1, (query, values)
+        prometheus.wait(lambda: math.ceil(2 * value() / target) < 2, f"{query} stays high when idle", timeout=120)
+        print(f"\nautoscaling query, landmarks: {busy:.2f} calls in flight per pod under 3 streams "
+              f"(1 pod -> {math.ceil(busy / target)}); idle {value():.2f} (2 pods -> {max(1, math.ceil(2 * value() / target))})")
+    finally:
+        stop.set()
         prometheus.stop()

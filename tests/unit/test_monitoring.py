@@ -3,26 +3,20 @@ every metric the rules and the dashboard use is one the code exports; the dashbo
 well-formed Grafana dashboard covering throughput, latency per stage, errors, queue depth and
 job progress; `theval mesh prometheus-config` writes what Prometheus loads."""
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
-import prometheus_client
 import pytest
 import yaml
+from metric_names import exported_series, metric_names
 
-import theval_mesh.rpc.telemetry  # noqa: F401 - registers the servers' metrics
 from theval_mesh.commands.cli import main
-from theval_mesh.jobs.job_store import SqliteJobStore
-from theval_mesh.jobs.telemetry import _JobsCollector
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "monitoring"
 RULES = yaml.safe_load((MONITORING / "rules.yml").read_text())
 DASHBOARD = json.loads((MONITORING / "dashboard.json").read_text())
-PROMQL_WORDS = {"sum", "by", "rate", "histogram_quantile", "or", "and", "on", "offset", "le", "up", "without",
-                "increase", "changes"}
 
 
 def promtool(*args):
@@ -39,26 +33,6 @@ def test_promtool_checks_the_rules():
 def test_the_rules_unit_tests_pass():
     done = promtool("test", "rules", "rules.test.yml")
     assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
-
-
-def exported_series(tmp_path) -> set:
-    """Every series name the code exposes (counters' _total, histograms' _bucket/_sum/_count),
-    read from prometheus_client's registry and the job collector over a real job store."""
-    families = list(prometheus_client.REGISTRY.collect())
-    families += list(_JobsCollector(SqliteJobStore(str(tmp_path / "jobs.sqlite")), per_job=False).collect())
-    names = set()
-    for f in families:
-        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}.get(f.type, ("",))
-        names |= {f.name + s for s in suffixes}
-    return {n for n in names if n.startswith("theval_")}
-
-
-def metric_names(expr: str) -> set:
-    expr = re.sub(r'"[^"]*"', '""', expr)  # label values
-    expr = re.sub(r"\{[^}]*\}|\[[^\]]*\]", " ", expr)
-    expr = re.sub(r"\b\d+(ms|[smhdwy])\b", " ", expr)  # durations (offset 15m)
-    expr = re.sub(r"\b(by|on|without|ignoring)\s*\([^)]*\)", " ", expr)  # label lists
-    return {w for w in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", expr) if w not in PROMQL_WORDS and not w.isdigit()}
 
 
 def rule_exprs():

@@ -65,11 +65,12 @@ def check_ray(environ=None, timeout: float = 3.0) -> str:
 
 
 ANSWERS = set(health_pb2.HealthCheckResponse.ServingStatus.keys())
+MODES = ([], ["--live"], ["--triton"], ["--ray"])
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv not in ([], ["--live"], ["--triton"], ["--ray"]):
+    if argv not in MODES:
         print("usage: python -m theval_mesh.rpc.probe [--live | --triton | --ray]", file=sys.stderr)
         return 2
     status = check_triton() if argv == ["--triton"] else check_ray() if argv == ["--ray"] else check()

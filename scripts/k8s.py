@@ -1,0 +1,83 @@
+"""The Kubernetes manifests' helpers: `./dev k8s secrets OVERLAY`, `./dev k8s render OVERLAY`.
+
+`secrets` makes what an overlay's secretGenerator reads from k8s/overlays/OVERLAY/secrets/ (kept
+out of git): a CA, one certificate for every Service of the mesh by its in-cluster names (the
+evaluator presents it to the services, the services to Triton), the evaluator's tokens file and
+the token its clients use. Kept when present. Production clusters may bring their own (cert-manager,
+an external secret store): the files' names are the contract.
+
+`render` prints the overlay as `kubectl kustomize` renders it (what `kubectl apply -k` applies).
+"""
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import containers  # noqa: E402  (scripts/)
+
+ROOT = Path(__file__).resolve().parents[1]
+K8S = ROOT / "k8s"
+OVERLAYS = ("dev", "gpu")
+SECRET_FILES = ("tls.crt", "tls.key", "ca.crt", "tokens")
+SERVICES = containers.SERVICES + ("triton",)  # the Services that serve TLS
+
+
+def namespace() -> str:
+    return yaml.safe_load((K8S / "base" / "kustomization.yaml").read_text())["namespace"]
+
+
+def dns_names(ns: str) -> list[str]:
+    return [n for s in SERVICES for n in (s, f"{s}.{ns}", f"{s}.{ns}.svc", f"{s}.{ns}.svc.cluster.local")]
+
+
+def make_secrets(overlay_dir: Path) -> Path:
+    """overlay_dir/secrets/: tls.crt, tls.key, ca.crt, tokens (and `token`, the clients' own)."""
+    folder = overlay_dir / "secrets"
+    if all((folder / f).is_file() for f in SECRET_FILES):
+        return folder
+    work = folder / ".pki"
+    containers.make_secrets(work, user=containers.CONTAINER_USER, dns_names=dns_names(namespace()))
+    for src, dst in (("server.crt", "tls.crt"), ("server.key", "tls.key"), ("ca.crt", "ca.crt"),
+                     ("tokens", "tokens"), ("token", "token"), ("ca.key", "ca.key")):
+        shutil.copy2(work / src, folder / dst)
+    shutil.rmtree(work)
+    return folder
+
+
+def render(overlay_dir: Path, kubectl: str = "kubectl") -> list[dict]:
+    """The overlay's objects, as `kubectl kustomize` renders them."""
+    done = subprocess.run([kubectl, "kustomize", str(overlay_dir)], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{kubectl} kustomize {overlay_dir} failed: {done.stderr.strip()}")
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="./dev k8s", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="action", required=True)
+    for name, text in (("secrets", "make the overlay's TLS material and tokens (kept when present)"),
+                       ("render", "print the overlay as kubectl kustomize renders it")):
+        a = sub.add_parser(name, help=text)
+        a.add_argument("overlay", choices=OVERLAYS)
+    args = p.parse_args(argv)
+    overlay = K8S / "overlays" / args.overlay
+    if args.action == "secrets":
+        folder = make_secrets(overlay)
+        print(f"{folder}: {', '.join(SECRET_FILES)}; the API token for clients is in {folder / 'token'}\n"
+              f"apply with: kubectl apply -k {overlay.relative_to(ROOT)}")
+        return 0
+    if not all((overlay / "secrets" / f).is_file() for f in SECRET_FILES):
+        print(f"error: {overlay.relative_to(ROOT)}/secrets/ is missing its TLS material and tokens: "
+              f"run ./dev k8s secrets {args.overlay} (or put your own {', '.join(SECRET_FILES)} there)",
+              file=sys.stderr)
+        return 1
+    done = subprocess.run(["kubectl", "kustomize", str(overlay)])
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""The rendered `dev` overlay, run: no API server runs here, so this harness does what the kubelet
+would with each Deployment of `kubectl kustomize k8s/overlays/dev`: its init containers to
+completion, then its container from the built image with the pod spec's command and args, the
+environment from the ConfigMap and Secrets, the user and group, a read-only root filesystem,
+dropped capabilities, the memory and CPU limits, Secrets and volumes as temporary directories;
+then each probe as Kubernetes runs it (startup, then readiness, `docker exec`), and the kit is
+scored through the evaluator Service's port. A manifest whose command, env or probe is wrong fails
+here. Two stand-ins, named: the pod network is the host's loopback (Service names resolve to
+127.0.0.1 through --add-host, 0.0.0.0 becomes 127.0.0.1: nothing listens beyond loopback), and
+PersistentVolumeClaims are folders (the kit for theval-data, an empty weights store)."""
+import base64
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from container_support import images
+from k8s_support import containers_of, env_of, render, workspace
+from mesh_support import results_differences
+
+from theval_mesh.commands.cli import main
+from theval_mesh.jobs.outputs import write_results_csv
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+FS_GROUP_MODE = 0o440  # what the kubelet makes of a Secret volume's defaultMode under fsGroup
+
+
+def quantity(text: str) -> float:
+    units = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "m": 1e-3}
+    match = re.fullmatch(r"([\d.]+)(Ki|Mi|Gi|m)?", str(text))
+    return float(match.group(1)) * units.get(match.group(2), 1)
+
+
+def loopback(value: str) -> str:
+    return value.replace("0.0.0.0", "127.0.0.1")
+
+
+class Pod:
+    """One Deployment's pod as docker containers on the host network."""
+
+    def __init__(self, deployment: dict, objs: list[dict], volumes: dict, tmp: Path, hosts: list[str]):
+        self.name = deployment["metadata"]["name"]
+        self.spec = deployment["spec"]["template"]["spec"]
+        self.objs, self.volumes, self.tmp, self.hosts = objs, volumes, tmp, hosts
+        self.container = f"theval-k8s-{self.name}-{os.getpid()}"
+
+    def _mounts(self, c: dict) -> list[str]:
+        args = []
+        for m in c.get("volumeMounts", []):
+            volume = next(v for v in self.spec["volumes"] if v["name"] == m["name"])
+            if "emptyDir" in volume:
+                size = volume["emptyDir"].get("sizeLimit")
+                args += ["--tmpfs", f"{m['mountPath']}:rw,exec,mode=1777" + (f",size={int(quantity(size))}" if size
+                                                                                 else "")]
+                continue
+            if "secret" in volume:
+                source = self._secret(volume["secret"])
+            else:
+                source = self.volumes[volume["persistentVolumeClaim"]["claimName"]]
+            ro = ",readonly" if m.get("readOnly") else ""
+            args += ["--mount", f"type=bind,source={source},target={m['mountPath']}{ro}"]
+        return args
+
+    def _secret(self, ref: dict) -> Path:
+        secret = next(o for o in self.objs if o["kind"] == "Secret" and o["metadata"]["name"] == ref["secretName"])
+        folder = self.tmp / f"secret-{secret['metadata']['name']}"
+        if not folder.is_dir():
+            folder.mkdir()
+            group = self.spec["securityContext"]["fsGroup"]
+            for key, data in secret["data"].items():
+                (folder / key).write_bytes(base64.b64decode(data))
+                (folder / key).chmod(FS_GROUP_MODE)
+                os.chown(folder / key, 0, group)
+            folder.chmod(0o755)
+        return folder
+
+    def _run_args(self, c: dict) -> list[str]:
+        pod, sc = self.spec["securityContext"], c["securityContext"]
+        args = ["--network", "host", "--user", f"{pod['runAsUser']}:{pod['runAsGroup']}",
+                "--group-add", str(pod["fsGroup"])]
+        args += [a for h in self.hosts for a in ("--add-host", f"{h}:127.0.0.1")]
+        if sc.get("readOnlyRootFilesystem"):
+            args.append("--read-only")
+        if sc.get("allowPrivilegeEscalation") is False:
+            args += ["--security-opt", "no-new-privileges:true"]
+        args += [a for cap in sc["capabilities"]["drop"] for a in ("--cap-drop", cap)]
+        limits = c["resources"]["limits"]
+        args += ["--memory", str(int(quantity(limits["memory"]))), "--cpus", str(min(quantity(limits["cpu"]),
+                                                                                   os.cpu_count()))]
+        for key, value in env_of(c, self.objs).items():
+            args += ["-e", f"{key}={loopback(value)}"]
+        args += self._mounts(c)
+        command, rest = c.get("command"), [loopback(a) for a in c.get("args", [])]
+        if command:  # command replaces the image's ENTRYPOINT, args its CMD
+            return args + ["--entrypoint", command[0], c["image"], *[loopback(a) for a in command[1:]], *rest]
+        return args + [c["image"], *rest]
+
+    def start(self):
+        for c in self.spec.get("initContainers", []):
+            done = subprocess.run(["docker", "run", "--rm", *self._run_args(c)], capture_output=True, text=True)
+            assert done.returncode == 0, f"{self.name}: init container {c['name']} failed:\n{done.stdout}{done.stderr}"
+        (c,) = self.spec["containers"]
+        subprocess.run(["docker", "run", "-d", "--name", self.container, "--init", *self._run_args(c)],
+                       check=True, capture_output=True)
+        self.started = time.monotonic()
+        return self
+
+    def probe(self, kind: str) -> bool:
+        (c,) = self.spec["containers"]
+        p = c[kind]
+        done = subprocess.run(["docker", "exec", self.container, *p["exec"]["command"]], capture_output=True,
+                              text=True, timeout=p.get("timeoutSeconds", 1) + 10)
+        return done.returncode == 0
+
+    def wait(self, kind: str) -> float:
+        """Seconds until `kind` succeeds, probing as the kubelet does (initial delay, period,
+        failure threshold); fails the test where the kubelet would restart or never route to it."""
+        (c,) = self.spec["containers"]
+        p = c[kind]
+        time.sleep(p.get("initialDelaySeconds", 0))
+        for _ in range(p.get("failureThreshold", 3) * (1 if kind != "readinessProbe" else 30)):
+            if self.probe(kind):
+                return time.monotonic() - self.started
+            assert self.running(), f"{self.name} exited:\n{self.logs()}"
+            time.sleep(p.get("periodSeconds", 10))
+        pytest.fail(f"{self.name}: {kind} never succeeded:\n{self.logs()}")
+
+    def running(self) -> bool:
+        return subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", self.container],
+                              capture_output=True, text=True).stdout.strip() == "true"
+
+    def logs(self) -> str:
+        done = subprocess.run(["docker", "logs", "--tail", "40", self.container], capture_output=True, text=True)
+        return done.stdout + done.stderr
+
+    def remove(self):
+        subprocess.run(["docker", "rm", "-f", self.container], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def overlay(built_images, kit, tmp_path_factory):
+    """The dev overlay's Deployments running, each READY; (objects, pods, seconds to ready)."""
+    tmp = tmp_path_factory.mktemp("k8s-dev")
+    objs = render(workspace(tmp), "dev")
+    for o in objs:
+        for _, _, c in containers_of(o):
+            assert c["image"] in {images.tag(n) for n in built_images} | {images.tag("worker")}, c["image"]
+    os.chmod(kit.out_dir, 0o755)
+    volumes = {"theval-data": Path(kit.out_dir)}
+    for claim in ("theval-weights", "theval-store", "theval-jobs"):
+        volumes[claim] = tmp / claim
+        volumes[claim].mkdir()
+        os.chown(volumes[claim], 10001, 10001)
+    hosts = [o["metadata"]["name"] for o in objs if o["kind"] == "Service"]
+    deployments = [o for o in objs if o["kind"] == "Deployment"]
+    assert {d["metadata"]["name"] for d in deployments} == {"landmarks", "headpose", "quality", "audio",
+                                                            "evaluator", "triton"}
+    pods = [Pod(d, objs, volumes, tmp, hosts) for d in deployments]
+    try:
+        for pod in pods:  # all at once, as a fresh `kubectl apply` starts them
+            pod.start()
+        ready = {}
+        for pod in pods:
+            pod.wait("startupProbe")
+            ready[pod.name] = pod.wait("readinessProbe")
+        yield objs, pods, ready
+    finally:
+        for pod in pods:
+            pod.remove()
+
+
+def test_every_deployment_starts_and_turns_ready_as_the_kubelet_would_see_it(overlay):
+    objs, pods, ready = overlay
+    print("\nseconds from docker run to ready: " + ", ".join(f"{n} {s:.0f}" for n, s in ready.items()))
+    for pod in pods:
+        assert pod.probe("livenessProbe"), pod.name
+        assert pod.probe("readinessProbe"), pod.name
+    # the read-only root holds: nothing may be written outside the volumes
+    denied = subprocess.run(["docker", "exec", pods[0].container, "touch", "/opt/theval/x"], capture_output=True)
+    assert denied.returncode != 0
+
+
+def test_the_kit_through_the_evaluator_service_equals_the_embedded_run(overlay, kit, evaluated, tmp_path, monkeypatch):
+    objs, _, _ = overlay
+    evaluator_port = next(p["port"] for o in objs if o["kind"] == "Service" and o["metadata"]["name"] == "evaluator"
+                          for p in o["spec"]["ports"] if p["name"] == "grpc")
+    tls = next(o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"].startswith("theval-tls"))
+    tokens = next(o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"].startswith("theval-tokens"))
+    (tmp_path / "ca.crt").write_bytes(base64.b64decode(tls["data"]["ca.crt"]))
+    identity, token = base64.b64decode(tokens["data"]["tokens"]).decode().split("\n")[1].split()
+    monkeypatch.setenv("THEVAL_TLS_CA", str(tmp_path / "ca.crt"))
+    monkeypatch.setenv("THEVAL_TOKEN", token)
+    models = [a for v in kit.variants for a in ("--model", f"{v}={Path(kit.out_dir) / v}")]
+    assert main(["evaluate", "--gt", str(Path(kit.out_dir) / "gt"), *models, "--quality", "proxy", "--quiet",
+                 "--workers", "2", "--out", str(tmp_path / "k8s"), "--mesh", f"127.0.0.1:{evaluator_port}"]) == 0
+    write_results_csv(evaluated[1], tmp_path / "embedded.csv")
+    assert len(evaluated[1]) == len(kit.clips) * (1 + len(kit.variants))
+    assert not results_differences(tmp_path / "k8s" / "results.csv", tmp_path / "embedded.csv")

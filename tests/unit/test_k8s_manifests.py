@@ -1,0 +1,336 @@
+"""k8s/: both overlays and the samples render (with the installed kubectl and with kustomize v2's);
+every object validates strictly against Kubernetes 1.30 and the newest schemas kubernetes-validate
+has, the custom resources against their CRDs' schemas (k8s/crds/); checkov finds nothing beyond
+the justified skips of checkov.yaml; and the manifests agree with the code: images built by
+docker/, env variables, flags and ports the code declares, probes on ports that serve health,
+metrics the code exports, the security context and the network policies the README promises.
+No API server runs here: the manifests run for real in tests/integration/test_k8s_dev_overlay.py."""
+import copy
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from container_support import images
+from k8s_support import RENDERED, containers_of, crd_schemas, env_of, kubectls, render, workspace
+from metric_names import exported_series, metric_names
+
+from theval_mesh.commands.cli import build_parser
+from theval_mesh.pure.version import VERSION
+from theval_mesh.rpc import probe
+from theval_mesh.rpc.config import OPTIONS, SERVICES
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSIONS = ("1.30.0", kubernetes_validate.utils.latest_version())
+CUSTOM = {("ray.io/v1", "RayCluster"), ("ray.io/v1", "RayJob"), ("monitoring.coreos.com/v1", "ServiceMonitor"),
+          ("monitoring.coreos.com/v1", "PodMonitor")}
+
+
+@pytest.fixture(scope="module")
+def k8s_dir(tmp_path_factory):
+    return workspace(tmp_path_factory.mktemp("k8s"))
+
+
+@pytest.fixture(scope="module")
+def rendered(k8s_dir) -> dict:
+    return {name: render(k8s_dir, name) for name in RENDERED}
+
+
+def every(rendered, kind=None):
+    return [(name, o) for name, objs in rendered.items() for o in objs if kind is None or o["kind"] == kind]
+
+
+def unhashed(name: str) -> str:
+    return re.sub(r"-[a-z0-9]{10}$", "", name)  # generated ConfigMaps and Secrets: name-<hash>
+
+
+# ------------------------------------------------------------------------------------ render, validate
+def test_every_overlay_renders_the_same_with_kustomize_v2_and_the_installed_kubectl(k8s_dir, rendered):
+    for label, kubectl in kubectls().items():
+        for name in RENDERED:
+            objs = render(k8s_dir, name, kubectl)
+            assert {(o["kind"], unhashed(o["metadata"]["name"])) for o in objs} == \
+                {(o["kind"], unhashed(o["metadata"]["name"])) for o in rendered[name]}, (label, name)
+    kinds = {o["kind"] for _, o in every(rendered)}
+    assert {"Deployment", "Service", "ServiceAccount", "PodDisruptionBudget", "ConfigMap", "Secret", "NetworkPolicy",
+            "PersistentVolumeClaim", "HorizontalPodAutoscaler", "RayCluster", "RayJob", "ServiceMonitor",
+            "PodMonitor", "Job"} <= kinds
+    assert all(o["metadata"].get("namespace") == "theval" for _, o in every(rendered) if o["kind"] != "Namespace")
+
+
+def test_every_object_validates_strictly_against_kubernetes(rendered):
+    checked = 0
+    for version in VERSIONS:
+        for name, obj in every(rendered):
+            if (obj["apiVersion"], obj["kind"]) not in CUSTOM:
+                kubernetes_validate.validate(obj, version, strict=True)
+                checked += 1
+    assert checked > 2 * 40
+    # strict: a field Kubernetes does not know is an error
+    bad = copy.deepcopy(next(o for _, o in every(rendered, "Deployment")))
+    bad["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, VERSIONS[0], strict=True)
+
+
+def strict(schema):
+    """The CRD schema with unknown fields refused (what the API server's strict field validation
+    does), except where the CRD keeps unknown fields."""
+    if isinstance(schema, dict):
+        schema = {k: strict(v) for k, v in schema.items()}
+        if "properties" in schema and "additionalProperties" not in schema \
+                and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            schema["additionalProperties"] = False
+        return schema
+    return [strict(s) for s in schema] if isinstance(schema, list) else schema
+
+
+def test_custom_resources_validate_against_their_crds(rendered):
+    schemas = {k: strict(v) for k, v in crd_schemas().items()}
+    assert CUSTOM <= set(schemas)
+    seen = set()
+    for name, obj in every(rendered):
+        key = (obj["apiVersion"], obj["kind"])
+        if key in CUSTOM:
+            jsonschema.validate(obj, schemas[key])
+            seen.add(key)
+    assert seen == CUSTOM
+    ray = copy.deepcopy(next(o for _, o in every(rendered, "RayCluster")))
+    ray["spec"]["workerGroupSpecs"][0]["maxReplica"] = 3  # a typo is caught
+    with pytest.raises(jsonschema.ValidationError, match="maxReplica"):
+        jsonschema.validate(ray, schemas[("ray.io/v1", "RayCluster")])
+
+
+def checkov() -> str:
+    binary = os.environ.get("THEVAL_CHECKOV") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "theval/checkov/bin/checkov")
+    assert Path(binary).is_file(), f"checkov not found at {binary}: `./dev test` installs it"
+    return binary
+
+
+def test_checkov_finds_nothing_beyond_the_justified_skips(rendered, tmp_path):
+    config = ROOT / "checkov.yaml"
+    for line in config.read_text().splitlines():
+        if line.strip().startswith("- CKV"):
+            assert re.search(r"#\s*\S.{20,}", line), f"no reason given: {line}"
+    files = []
+    for name, objs in rendered.items():
+        files += ["-f", str(tmp_path / f"{name}.yaml")]
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump_all(objs))
+    for args in (files + ["--framework", "kubernetes"], ["-d", str(ROOT / "docker"), "--framework", "dockerfile"]):
+        done = subprocess.run([checkov(), "--config-file", str(config), "--compact", "--quiet", "--skip-download", *args],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+        passed = re.search(r"Passed checks: (\d+), Failed checks: (\d+)", done.stdout)
+        assert passed and int(passed.group(1)) > 50 and passed.group(2) == "0", done.stdout[-2000:]
+
+
+# ------------------------------------------------------------------------------------ agreement with the code
+def test_every_image_is_one_docker_builds_at_the_project_version(rendered):
+    named = set()
+    for _, obj in every(rendered):
+        for where, _, c in containers_of(obj):
+            repo, _, tag = c["image"].partition(":")
+            assert repo.startswith("theval/") and tag == VERSION, (where, c["image"])
+            name = repo.removeprefix("theval/")
+            assert name in images.IMAGES and (ROOT / "docker" / f"{name}.Dockerfile").is_file(), where
+            named.add(name)
+    assert named == set(images.SERVICE_IMAGES) | {"triton", "triton-gpu", "worker", "quality"}
+
+
+def declared_env() -> set:
+    """THEVAL_* variables the code reads: the settings' declaration and the other names its
+    sources spell out (THEVAL_TOKENS, THEVAL_JOBS, ...)."""
+    names = {o.env for o in OPTIONS}
+    for path in (ROOT / "services" / "theval_mesh").rglob("*.py"):
+        names |= set(re.findall(r"[\"'](THEVAL_[A-Z0-9_]+)[\"']", path.read_text()))
+    return names
+
+
+def service_of(container: dict) -> str | None:
+    """The mesh server a container runs (its image's entrypoint), if any."""
+    name = container["image"].split(":")[0].removeprefix("theval/")
+    return name if name in SERVICES and "command" not in container else None
+
+
+def test_env_variables_and_ports_are_the_codes(rendered):
+    known = declared_env()
+    for name, obj in every(rendered):
+        objs = rendered[name]
+        for where, _, c in containers_of(obj):
+            env = env_of(c, objs)
+            assert {k for k in env if k.startswith("THEVAL_")} <= known, (where, set(env) - known)
+            service = service_of(c)
+            if service is None:
+                continue
+            ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+            assert ports == {"grpc": int(env["THEVAL_PORT"]), "metrics": int(env["THEVAL_METRICS_PORT"])}, where
+            for o in OPTIONS:  # each value parses as the settings would, and what is required is there
+                if service in o.services and o.env in env:
+                    text = env[o.env]
+                    if o.kind in (int, float):
+                        o.kind(text)
+                    if o.choices:
+                        assert text in o.choices, (where, o.env, text)
+                assert service not in o.required or o.env in env, (where, o.env)
+
+
+def services_by_name(objs) -> dict:
+    return {o["metadata"]["name"]: o for o in objs if o["kind"] == "Service"}
+
+
+def pods_selected(objs, selector: dict) -> list[dict]:
+    return [c for o in objs for _, spec, c in containers_of(o)
+            if o["kind"] == "Deployment" and selector.items() <= o["spec"]["template"]["metadata"]["labels"].items()]
+
+
+def test_services_and_addresses_point_at_ports_that_exist(rendered):
+    for name in ("dev", "gpu"):
+        objs = rendered[name]
+        services = services_by_name(objs)
+        for svc in services.values():
+            selected = pods_selected(objs, svc["spec"]["selector"])
+            assert selected, svc["metadata"]["name"]
+            for port in svc["spec"]["ports"]:
+                numbers = {p["containerPort"] for c in selected for p in c.get("ports", [])
+                           if p["name"] == port["targetPort"]}
+                assert numbers == {port["port"]}, (svc["metadata"]["name"], port)
+        settings = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("theval-settings"))
+        addresses = {k: v for k, v in settings["data"].items() if k.endswith("_ADDR") or k == "THEVAL_TRITON_URL"}
+        assert len(addresses) == 5, addresses
+        for key, address in addresses.items():
+            host, port = address.rsplit(":", 1)
+            grpc = {p["port"] for p in services[host]["spec"]["ports"] if p["name"] == "grpc"}
+            assert grpc == {int(port)}, (name, key, address)
+
+
+def test_commands_and_flags_exist(rendered):
+    from theval_mesh.rpc.triton.server import bundled_root, environment
+    root = bundled_root()
+    helped = subprocess.run([str(root / "bin" / "tritonserver"), "--help"], capture_output=True, text=True,
+                            env=environment(root))
+    triton_flags = set(re.findall(r"--[a-z0-9-]+", helped.stdout + helped.stderr))
+    assert "--grpc-use-ssl-mutual" in triton_flags
+    seen = set()
+    for name, obj in every(rendered):
+        for where, _, c in containers_of(obj):
+            argv = c.get("command", []) + c.get("args", [])
+            if not argv:
+                continue
+            seen.add(argv[0])
+            if argv[0] == "theval":
+                try:
+                    build_parser(argv[1]).parse_args(argv[1:])
+                except SystemExit:
+                    pytest.fail(f"{where}: `{' '.join(argv)}` is not a command theval takes")
+            elif argv[0] == "tritonserver":
+                flags = {a.split("=")[0] for a in argv[1:]}
+                assert flags <= triton_flags, (where, flags - triton_flags)
+            elif argv[0] == "bash":  # the RayJob's entrypoint is a string; its theval commands:
+                pass
+            else:
+                pytest.fail(f"{where}: unexpected command {argv}")
+    assert seen == {"theval", "tritonserver"}
+    rayjob = next(o for _, o in every(rendered, "RayJob"))
+    for line in re.findall(r"theval bulk [^;|]+", rayjob["spec"]["entrypoint"]):
+        words = [w.strip('"') for w in line.split()][1:]
+        words = ["$id" if w.startswith("$id") or w.startswith("/var/lib/theval/jobs/results") else w for w in words]
+        try:
+            build_parser("bulk").parse_args(words)
+        except SystemExit:
+            pytest.fail(f"RayJob entrypoint: `{line}` is not a command theval takes")
+
+
+def test_probes_ask_ports_that_serve_health(rendered):
+    for name, obj in every(rendered):
+        objs = rendered[name]
+        for where, spec, c in containers_of(obj):
+            if c in spec.get("initContainers", []) or obj["kind"] in ("Job", "RayJob"):
+                continue  # they run to completion
+            env = env_of(c, objs)
+            kinds = ("readinessProbe", "livenessProbe") + (("startupProbe",) if obj["kind"] == "Deployment" else ())
+            for kind in kinds:
+                command = c[kind]["exec"]["command"]
+                assert command[:3] == ["python", "-m", "theval_mesh.rpc.probe"], (where, kind)
+                mode = command[3:]
+                assert mode in probe.MODES, (where, kind, mode)
+                if mode in ([], ["--live"]):  # gRPC health on THEVAL_PORT: the container's grpc port
+                    assert service_of(c) and int(env["THEVAL_PORT"]) == next(
+                        p["containerPort"] for p in c["ports"] if p["name"] == "grpc"), where
+                elif mode == ["--triton"]:  # Triton's HTTP endpoint, where the server was told to put it
+                    argv = " ".join(c.get("command", []) + c.get("args", []))
+                    port = re.search(r"--http-port[= ](\d+)", argv).group(1)
+                    assert env["THEVAL_TRITON_HTTP_PORT"] == port, where
+                else:
+                    assert obj["kind"] == "RayCluster", where
+            assert c["readinessProbe"]["exec"]["command"][3:] != ["--live"], f"{where}: readiness is SERVING"
+            if obj["kind"] == "Deployment" and service_of(c):
+                assert c["livenessProbe"]["exec"]["command"][3:] == ["--live"], f"{where}: NOT_SERVING is alive"
+
+
+def test_every_metric_the_autoscaling_uses_is_exported(rendered, tmp_path):
+    adapter = yaml.safe_load((ROOT / "k8s" / "prometheus-adapter" / "values.yaml").read_text())
+    exported = exported_series(tmp_path)
+    served = set()
+    for rule in adapter["rules"]["custom"]:
+        query = rule["metricsQuery"].replace("<<.LabelMatchers>>", 'x="y"').replace("<<.GroupBy>>", "pod")
+        assert metric_names(query) | metric_names(rule["seriesQuery"]) <= exported, rule
+        served.add(rule["name"]["as"])
+    hpas = [o for _, o in every(rendered, "HorizontalPodAutoscaler")]
+    assert {o["spec"]["scaleTargetRef"]["name"] for o in hpas} == {"landmarks", "quality"}
+    for hpa in hpas:
+        used = {m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"] if m["type"] == "Pods"}
+        assert used and used <= served, hpa["metadata"]["name"]
+        assert any(m["type"] == "Resource" and m["resource"]["name"] == "cpu" for m in hpa["spec"]["metrics"])
+
+
+def test_pods_run_unprivileged_with_a_read_only_root(rendered):
+    for name, obj in every(rendered):
+        for where, spec, c in containers_of(obj):
+            pod = spec["securityContext"]
+            assert pod["runAsNonRoot"] and pod["seccompProfile"] == {"type": "RuntimeDefault"}, where
+            assert pod["runAsUser"] == (1000 if c["image"].startswith("theval/triton-gpu") else 10001), where
+            assert spec["automountServiceAccountToken"] is False, where
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True, where
+            assert sc["capabilities"] == {"drop": ["ALL"]}, where
+            assert c["resources"]["requests"] and c["resources"]["limits"], where
+
+
+def test_only_the_evaluator_is_reachable_from_outside_the_namespace(rendered):
+    objs = rendered["dev"]
+    policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    deny = [p for p in policies if p["spec"]["podSelector"] == {}]
+    assert deny and "ingress" not in deny[0]["spec"]
+    for p in policies:
+        for rule in p["spec"].get("ingress", []):
+            sources = rule.get("from")
+            if sources is None:  # from anywhere: the evaluator's API alone
+                assert p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "evaluator"
+                assert rule["ports"] == [{"port": "grpc", "protocol": "TCP"}]
+            for port in rule.get("ports", []):  # named ports exist on the pods the policy selects
+                selected = pods_selected(objs, p["spec"]["podSelector"].get("matchLabels", {}))
+                if p["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/name") == "theval-ray":
+                    continue  # Ray pods are not Deployments: checked below
+                assert any(q["name"] == port["port"] for c in selected for q in c.get("ports", [])), (p, port)
+    services = next(p for p in policies if p["metadata"]["name"] == "services")
+    grpc = next(r for r in services["spec"]["ingress"] if r["ports"][0]["port"] == "grpc")
+    assert [s["podSelector"]["matchLabels"]["app.kubernetes.io/name"] for s in grpc["from"]] == ["evaluator",
+                                                                                             "theval-ray"]
+    ray = next(o for o in objs if o["kind"] == "RayCluster")
+    ray_ports = {p["name"] for _, _, c in containers_of(ray) for p in c.get("ports", [])}
+    assert {"dashboard", "metrics"} <= ray_ports
+
+
+def test_the_ray_cluster_scales_bulk_scoring_from_zero(rendered):
+    for name in ("dev", "gpu"):
+        ray = next(o for o in rendered[name] if o["kind"] == "RayCluster")
+        assert ray["spec"]["enableInTreeAutoscaling"] is True
+        assert ray["spec"]["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0"  # scoring goes to workers
+        (group,) = ray["spec"]["workerGroupSpecs"]
+        assert group["minReplicas"] == 0 < group["maxReplicas"]
+        assert ray["spec"]["rayVersion"] == __import__("ray").__version__
