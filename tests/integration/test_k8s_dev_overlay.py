@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from container_support import images
 from k8s_support import containers_of, env_of, render, workspace
-from mesh_support import results_differences
 
-from theval_mesh.commands.cli import main
-from theval_mesh.jobs.outputs import write_results_csv
+from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc import wire
+from theval_mesh.rpc.security import ClientSecurity, client_channel
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 FS_GROUP_MODE = 0o440  # what the kubelet makes of a Secret volume's defaultMode under fsGroup
@@ -31,6 +32,10 @@ def quantity(text: str) -> float:
     units = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "m": 1e-3}
     match = re.fullmatch(r"([\d.]+)(Ki|Mi|Gi|m)?", str(text))
     return float(match.group(1)) * units.get(match.group(2), 1)
+
+
+def unhashed(name: str) -> str:
+    return re.sub(r"-[a-z0-9]{10}$", "", name)  # a generated Secret: name-<hash>
 
 
 def loopback(value: str) -> str:
@@ -182,19 +187,34 @@ def test_every_deployment_starts_and_turns_ready_as_the_kubelet_would_see_it(ove
     assert denied.returncode != 0
 
 
-def test_the_kit_through_the_evaluator_service_equals_the_embedded_run(overlay, kit, evaluated, tmp_path, monkeypatch):
+def test_the_kit_through_the_evaluator_service_equals_the_embedded_run(overlay, kit, evaluated):
+    """Each video by its path in the pods (below /data, the theval-data volume), as a client of
+    the cluster sends it, over TLS with a token from the rendered Secrets; raw metrics identical
+    to the embedded run's."""
     objs, _, _ = overlay
-    evaluator_port = next(p["port"] for o in objs if o["kind"] == "Service" and o["metadata"]["name"] == "evaluator"
-                          for p in o["spec"]["ports"] if p["name"] == "grpc")
-    tls = next(o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"].startswith("theval-tls"))
-    tokens = next(o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"].startswith("theval-tokens"))
-    (tmp_path / "ca.crt").write_bytes(base64.b64decode(tls["data"]["ca.crt"]))
-    identity, token = base64.b64decode(tokens["data"]["tokens"]).decode().split("\n")[1].split()
-    monkeypatch.setenv("THEVAL_TLS_CA", str(tmp_path / "ca.crt"))
-    monkeypatch.setenv("THEVAL_TOKEN", token)
-    models = [a for v in kit.variants for a in ("--model", f"{v}={Path(kit.out_dir) / v}")]
-    assert main(["evaluate", "--gt", str(Path(kit.out_dir) / "gt"), *models, "--quality", "proxy", "--quiet",
-                 "--workers", "2", "--out", str(tmp_path / "k8s"), "--mesh", f"127.0.0.1:{evaluator_port}"]) == 0
-    write_results_csv(evaluated[1], tmp_path / "embedded.csv")
-    assert len(evaluated[1]) == len(kit.clips) * (1 + len(kit.variants))
-    assert not results_differences(tmp_path / "k8s" / "results.csv", tmp_path / "embedded.csv")
+    port = next(p["port"] for o in objs if o["kind"] == "Service" and o["metadata"]["name"] == "evaluator"
+                for p in o["spec"]["ports"] if p["name"] == "grpc")
+    secret = {unhashed(o["metadata"]["name"]): {k: base64.b64decode(v) for k, v in o["data"].items()}
+              for o in objs if o["kind"] == "Secret"}
+    ca = Path(kit.out_dir).parent / "k8s-ca.crt"
+    ca.write_bytes(secret["theval-tls"]["ca.crt"])
+    token = next(line.split()[1] for line in secret["theval-tokens"]["tokens"].decode().splitlines()
+                 if line and not line.startswith("#"))
+    data_root = next(m["mountPath"] for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "evaluator"
+                     for m in o["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] if m["name"] == "data")
+    embedded = {(r.model, r.video): r for r in evaluated[1]}
+    assert len(embedded) == len(kit.clips) * (1 + len(kit.variants))
+    in_pods = {key: f"{data_root}/{Path(video).relative_to(kit.out_dir)}" for key, video in embedded}
+    settings = wire.settings_to_proto(RunSettings(quality="proxy"))
+    requests = [evaluator_pb2.EvaluateRequest(id=f"{model}|{video}", settings=settings,
+                                              video=common_pb2.VideoRef(uri=in_pods[(model, video)]))
+                for model, video in embedded]
+    with client_channel(f"127.0.0.1:{port}", ClientSecurity(str(ca), token=token)) as channel:
+        answers = list(evaluator_pb2_grpc.EvaluatorServiceStub(channel).EvaluateStream(iter(requests), timeout=1800))
+    assert sorted(a.id for a in answers) == sorted(r.id for r in requests)
+    for a in answers:
+        assert a.code == 0, (a.id, a.detail)
+        remote, local = wire.result_from_proto(a.response.result), embedded[tuple(a.id.split("|", 1))]
+        assert remote.video == in_pods[(local.model, local.video)]
+        assert (remote.status, remote.metrics, remote.nan_reasons, remote.frames_used) == \
+            (local.status, local.metrics, local.nan_reasons, local.frames_used), a.id
