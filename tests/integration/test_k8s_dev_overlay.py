@@ -204,7 +204,7 @@ def test_the_kit_through_the_evaluator_service_equals_the_embedded_run(overlay, 
                      for m in o["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] if m["name"] == "data")
     embedded = {(r.model, r.video): r for r in evaluated[1]}
     assert len(embedded) == len(kit.clips) * (1 + len(kit.variants))
-    in_pods = {key: f"{data_root}/{Path(video).relative_to(kit.out_dir)}" for key, video in embedded}
+    in_pods = {(m, v): f"{data_root}/{Path(v).relative_to(kit.out_dir)}" for m, v in embedded}
     settings = wire.settings_to_proto(RunSettings(quality="proxy"))
     requests = [evaluator_pb2.EvaluateRequest(id=f"{model}|{video}", settings=settings,
                                               video=common_pb2.VideoRef(uri=in_pods[(model, video)]))

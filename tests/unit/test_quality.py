@@ -83,6 +83,26 @@ def test_proxy_is_its_documented_formula():
     assert proxy.score(big) == proxy.score(proxy.scaled(big)) != proxy.score(big[::2, ::2])
 
 
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_proxy_scores_do_not_depend_on_the_blas_kernel(threads):
+    """The same frames give the same proxy scores whichever kernel OpenBLAS picks (CPU type,
+    threads): the containers' scores once differed from the host's in the 5th digit."""
+    import json
+    import subprocess
+    import sys
+    code = ("import json, numpy as np, skimage.data, skimage.transform; from theval_mesh.backends.quality import proxy; "
+            "img = skimage.data.astronaut(); rng = np.random.default_rng(2); "
+            "frames = [np.clip(img + rng.normal(0, s, img.shape), 0, 255).astype(np.uint8) for s in (0, 3, 9)]; "
+            "print(json.dumps([proxy.score(f) for f in frames] + [proxy.score(f[:300, :317]) for f in frames]))")
+    scores = []
+    for core in ("Prescott", "SkylakeX", "Haswell"):  # SSE3 .. AVX-512 kernels of numpy's OpenBLAS
+        env = {**__import__("os").environ, "OPENBLAS_CORETYPE": core, "OPENBLAS_NUM_THREADS": threads,
+               "OMP_NUM_THREADS": threads}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        scores.append(json.loads(done.stdout))
+    assert scores[0] == scores[1] == scores[2]
+
+
 def test_proxy_provenance_is_labelled(tmp_path):
     qb = QualityBackend(mode="proxy", store=tmp_path)
     prov = qb.provenance()
