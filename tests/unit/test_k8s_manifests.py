@@ -288,6 +288,24 @@ def test_every_metric_the_autoscaling_uses_is_exported(rendered, tmp_path):
         assert any(m["type"] == "Resource" and m["resource"]["name"] == "cpu" for m in hpa["spec"]["metrics"])
 
 
+def test_every_metrics_port_is_scraped(rendered):
+    for name in ("dev", "gpu"):
+        objs = rendered[name]
+        monitors = [o for o in objs if o["kind"] == "ServiceMonitor"]
+        for svc in services_by_name(objs).values():
+            if any(p["name"] == "metrics" for p in svc["spec"]["ports"]):
+                labels = svc["metadata"].get("labels", {})
+                assert any(m["spec"]["selector"]["matchLabels"].items() <= labels.items()
+                           and any(e["port"] == "metrics" for e in m["spec"]["endpoints"]) for m in monitors), \
+                    (name, svc["metadata"]["name"])
+        ray = next(o for o in objs if o["kind"] == "RayCluster")
+        pod_monitor = next(o for o in objs if o["kind"] == "PodMonitor")
+        for _, spec, c in containers_of(ray):
+            assert any(p["name"] == "metrics" for p in c["ports"])
+        assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= \
+            ray["spec"]["headGroupSpec"]["template"]["metadata"]["labels"].items()
+
+
 def test_pods_run_unprivileged_with_a_read_only_root(rendered):
     for name, obj in every(rendered):
         for where, spec, c in containers_of(obj):
