@@ -5,7 +5,8 @@ environment from the ConfigMap and Secrets, the user and group, a read-only root
 dropped capabilities, the memory and CPU limits, Secrets and volumes as temporary directories;
 then each probe as Kubernetes runs it (startup, then readiness, `docker exec`), and the kit is
 scored through the evaluator Service's port. A manifest whose command, env or probe is wrong fails
-here. Two stand-ins, named: the pod network is the host's loopback (Service names resolve to
+here. Stand-ins, named: the host's OPENBLAS_* settings are passed on (numpy's BLAS kernel, for
+metrics identical to the embedded run to the last digit); the pod network is the host's loopback (Service names resolve to
 127.0.0.1 through --add-host, 0.0.0.0 becomes 127.0.0.1: nothing listens beyond loopback), and
 PersistentVolumeClaims are folders (the kit for theval-data, an empty weights store)."""
 import base64
@@ -96,6 +97,9 @@ class Pod:
                                                                                    os.cpu_count()))]
         for key, value in env_of(c, self.objs).items():
             args += ["-e", f"{key}={loopback(value)}"]
+        # The BLAS kernel this machine's processes use (a cluster's nodes detect theirs): the
+        # embedded run it is compared with computed with it, to the last digit.
+        args += [a for k, v in os.environ.items() if k.startswith("OPENBLAS_") for a in ("-e", f"{k}={v}")]
         args += self._mounts(c)
         command, rest = c.get("command"), [loopback(a) for a in c.get("args", [])]
         if command:  # command replaces the image's ENTRYPOINT, args its CMD
