@@ -42,9 +42,9 @@ def make_secrets(overlay_dir: Path) -> Path:
     work = folder / ".pki"
     containers.make_secrets(work, user=containers.CONTAINER_USER, dns_names=dns_names(namespace()))
     for src, dst in (("server.crt", "tls.crt"), ("server.key", "tls.key"), ("ca.crt", "ca.crt"),
-                     ("tokens", "tokens"), ("token", "token"), ("ca.key", "ca.key")):
+                     ("tokens", "tokens"), ("token", "token")):
         shutil.copy2(work / src, folder / dst)
-    shutil.rmtree(work)
+    shutil.rmtree(work)  # the CA's key with it: new material is made whole, never signed later
     return folder
 
 
