@@ -10,6 +10,7 @@ step runs, so the steps that made those stores must be harmless on a store that 
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 
@@ -53,6 +54,21 @@ def add_column(table: str, column: str, declaration: str) -> Step:
     return step
 
 
+def use_wal(db: sqlite3.Connection):
+    """Switch the file to WAL (outside a transaction). SQLite answers "database is locked" at once,
+    without its busy handler, while another process switches the same file: retry until the
+    busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 class Database:
     """One connection to a store file, shared by a store's threads under a lock; WAL mode (readers
     in other processes while one writes) and synchronous FULL (a commit is on disk before it
@@ -63,7 +79,7 @@ class Database:
         self.connection = open_sqlite(self.path, what)
         self.lock = threading.Lock()
         try:
-            self.connection.execute("PRAGMA journal_mode=WAL")  # not inside a transaction
+            use_wal(self.connection)
             self.connection.execute("PRAGMA synchronous=FULL")
             with self.transaction() as db:  # one process migrates; the others wait, then find it done
                 self._migrate(db, schema, migrations)
