@@ -67,22 +67,29 @@ class Health:
 
 
 class DependencyHealth:
-    """The health of the services this one calls, checked through grpc.health.v1."""
+    """The health of the services this one calls, checked through grpc.health.v1. A service that
+    answers NOT_SERVING, or does not listen, is down at once; one that is only slow to answer (busy
+    on 2 cores, its check queued behind its work) is down after SLOW_CHECKS_DOWN checks in a row, so
+    that a loaded mesh does not flap its readiness."""
+    SLOW_CHECKS_DOWN = 3
 
     def __init__(self, channels: dict[str, tuple[str, grpc.Channel]], on_change=None):
         self.stubs = {name: (address, health_pb2_grpc.HealthStub(channel))
                       for name, (address, channel) in channels.items()}
         self.up = dict.fromkeys(channels, False)
+        self.slow = dict.fromkeys(channels, 0)  # checks in a row that timed out
         self.on_change = on_change  # (name, up) -> None
 
     def check(self) -> tuple[bool, str]:
         down = []
         for name, (address, stub) in self.stubs.items():
             try:
-                status = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0).status
-            except grpc.RpcError:
-                status = None
-            up = status == SERVING
+                up = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0).status == SERVING
+                self.slow[name] = 0
+            except grpc.RpcError as err:
+                slow = err.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                self.slow[name] = self.slow[name] + 1 if slow else 0
+                up = self.up[name] and 0 < self.slow[name] < self.SLOW_CHECKS_DOWN
             if up != self.up[name] and self.on_change:
                 self.on_change(name, up)
             self.up[name] = up
