@@ -17,13 +17,13 @@ from pathlib import Path
 from common import kit
 
 from theval_mesh.jobs.inputs import plan
-from theval_mesh.jobs.job_store import JobSpec, SqliteJobStore
+from theval_mesh.jobs.job_store import JobSpec, SqlJobStore
 from theval_mesh.jobs.pipeline import run_inline, run_ray
 from theval_mesh.pure.settings import RunSettings
 
 
 def run(variant: str, folder: Path, workdir: Path) -> dict:
-    store = SqliteJobStore(workdir / f"{variant}.sqlite")
+    store = SqlJobStore(workdir / f"{variant}.sqlite")
     spec = JobSpec(inputs=[["GT", str(folder)]], settings=RunSettings(quality="proxy").key())
     job = store.create(spec, plan([("GT", str(folder))]))
     commits = []

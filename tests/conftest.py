@@ -76,3 +76,32 @@ def built_images(request):
     prebuild = getattr(request.config, "theval_prebuild", None)
     assert prebuild is not None, "the images are built when container tests are collected"
     return prebuild.wait()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server for the session (tests/postgres_support.py); libpq finds its
+    password through PGPASSFILE, as a deployment's would."""
+    from postgres_support import PostgresServer, wait_until_accepting
+    from theval_mesh.rpc.launcher import free_port
+    server = PostgresServer(free_port())
+    server.start()
+    wait_until_accepting(server)
+    before = os.environ.get("PGPASSFILE")
+    os.environ["PGPASSFILE"] = str(server.passfile)
+    yield server
+    if before is None:
+        os.environ.pop("PGPASSFILE", None)
+    else:
+        os.environ["PGPASSFILE"] = before
+    server.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_location(request, tmp_path):
+    """Where a store lives, once per database: a SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "store.sqlite")
+        return
+    with request.getfixturevalue("postgres").database() as url:
+        yield url

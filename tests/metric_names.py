@@ -5,7 +5,7 @@ import re
 import prometheus_client
 
 import theval_mesh.rpc.telemetry  # noqa: F401 - registers the servers' metrics
-from theval_mesh.jobs.job_store import SqliteJobStore
+from theval_mesh.jobs.job_store import SqlJobStore
 from theval_mesh.jobs.telemetry import _JobsCollector
 
 PROMQL_WORDS = {"sum", "by", "rate", "histogram_quantile", "or", "and", "on", "offset", "le", "up", "without",
@@ -16,7 +16,7 @@ def exported_series(tmp_path) -> set:
     """Every series name the code exposes (counters' _total, histograms' _bucket/_sum/_count),
     read from prometheus_client's registry and the job collector over a real job store."""
     families = list(prometheus_client.REGISTRY.collect())
-    families += list(_JobsCollector(SqliteJobStore(str(tmp_path / "jobs.sqlite")), per_job=False).collect())
+    families += list(_JobsCollector(SqlJobStore(str(tmp_path / "jobs.sqlite")), per_job=False).collect())
     names = set()
     for f in families:
         suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}.get(f.type, ("",))

@@ -14,13 +14,14 @@ class Mesh:
     """The four services and the evaluator; each one's stderr goes to <tmp>/<service>.log."""
 
     def __init__(self, tmp: Path, roots, quality: str = "proxy", evaluator_args=(), service_args=None,
-                 ports=None, security=None):
+                 ports=None, security=None, store=None):
         self.tmp, self.roots = Path(tmp), [str(r) for r in roots]
         self.quality = quality
         self.evaluator_args = list(evaluator_args)
         self.service_args = service_args or {}
         self.ports = ports or {}
         self.security = security or {}  # service -> ClientSecurity of the test's own calls to it
+        self.store = store or str(self.tmp / "store.sqlite")  # the evaluator's: a file or a postgresql:// URL
         self.procs: dict[str, ServiceProcess] = {}
         self.channel = None
 
@@ -47,7 +48,7 @@ class Mesh:
 
     def start_evaluator(self, wait=True):
         deps = [a for d in DEPENDENCIES for a in (f"--{d}-addr", self.dependency_address(d))]
-        extra = ["--store", str(self.tmp / "store.sqlite")] + deps + self.evaluator_args
+        extra = ["--store", self.store] + deps + self.evaluator_args
         self.procs["evaluator"] = self._proc("evaluator", extra).start(self.ports.get("evaluator", 0), 0)
         self.channel = client_channel(self.procs["evaluator"].address, self.security.get("evaluator"),
                                       options=[("grpc.max_send_message_length", 1 << 30)])

@@ -18,7 +18,7 @@ from mesh_support import Mesh, free_port, scrape
 
 from theval_mesh.jobs import telemetry
 from theval_mesh.jobs.inputs import plan
-from theval_mesh.jobs.job_store import JobSpec, SqliteJobStore
+from theval_mesh.jobs.job_store import JobSpec, SqlJobStore
 from theval_mesh.jobs.pipeline import run_ray
 from theval_mesh.jobs.report import write_report
 from theval_mesh.pure.settings import RunSettings
@@ -56,7 +56,7 @@ def inputs(source, tmp_path_factory):
 
 
 def new_job(store_path, inputs, workers=2, settings=SETTINGS, **kw):
-    store = SqliteJobStore(store_path)
+    store = SqlJobStore(store_path)
     spec = JobSpec(inputs=inputs, settings=settings, workers=workers, **kw)
     return store, store.create(spec, plan([tuple(i) for i in inputs]))
 

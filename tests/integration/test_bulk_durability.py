@@ -13,7 +13,7 @@ from mesh_support import Mesh
 
 from theval_mesh.core.results import FAILED, OK
 from theval_mesh.jobs.inputs import plan
-from theval_mesh.jobs.job_store import JobSpec, SqliteJobStore, StoreFull
+from theval_mesh.jobs.job_store import JobSpec, SqlJobStore, StoreFull
 from theval_mesh.jobs.pipeline import run_inline
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.synth import generate_kit
@@ -64,7 +64,7 @@ def test_a_link_outside_the_allowed_roots_fails_that_video_alone_on_the_mesh(tmp
     mesh.start()
     try:
         inputs = [["GT", str(root / "gt")]]
-        store = SqliteJobStore(tmp_path / "jobs.sqlite")
+        store = SqlJobStore(tmp_path / "jobs.sqlite")
         job = store.create(JobSpec(inputs=inputs, settings=SETTINGS, mesh=mesh.procs["evaluator"].address),
                            plan([tuple(i) for i in inputs]))
         job = run_inline(store, job.id)  # before: 8 attempts as "transient", then the job interrupted
@@ -79,7 +79,7 @@ def test_a_link_outside_the_allowed_roots_fails_that_video_alone_on_the_mesh(tmp
 def test_a_full_disk_stops_the_job_resumably_with_what_it_committed(tmp_path, clips):
     inputs = [["GT", str(Path(clips("gt", 4)[0]).parent)]]
     path = tmp_path / "jobs.sqlite"
-    store = SqliteJobStore(path)
+    store = SqlJobStore(path)
     job = store.create(JobSpec(inputs=inputs, settings=SETTINGS), plan([tuple(i) for i in inputs]))
     (pages,) = store._sql.connection.execute("PRAGMA page_count").fetchone()
     store._sql.connection.execute(f"PRAGMA max_page_count = {pages + 2}")  # SQLite answers SQLITE_FULL past it, as a full disk
@@ -91,7 +91,7 @@ def test_a_full_disk_stops_the_job_resumably_with_what_it_committed(tmp_path, cl
                                f"free space and run `theval bulk resume {job.id} --store {path}`")
     assert kept.error == str(full.value)  # `theval bulk status` says it too
     store.close()
-    again = SqliteJobStore(path)  # space freed
+    again = SqlJobStore(path)  # space freed
     assert [r.status for r in again.results(job.id)] == [OK] * kept.done
     job = run_inline(again, job.id)
     assert job.state == "done" and job.done == 4
@@ -118,7 +118,7 @@ def _scorer_actors_of_this_test() -> list[int]:
 
 def test_an_actor_killed_mid_job_is_replaced_and_its_videos_retried(tmp_path, clips):
     inputs = [["GT", str(Path(clips("gt", 8)[0]).parent)]]
-    store = SqliteJobStore(tmp_path / "jobs.sqlite")
+    store = SqlJobStore(tmp_path / "jobs.sqlite")
     job = store.create(JobSpec(inputs=inputs, settings=SETTINGS, workers=1), plan([tuple(i) for i in inputs]))
     runner, outcome = run_until(store, job.id, workers=1, done=1)
     actors = _scorer_actors_of_this_test()

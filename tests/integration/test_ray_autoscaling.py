@@ -24,7 +24,7 @@ import pytest
 from k8s_support import render, workspace
 
 from theval_mesh.jobs.inputs import plan
-from theval_mesh.jobs.job_store import JobSpec, SqliteJobStore
+from theval_mesh.jobs.job_store import JobSpec, SqlJobStore
 from theval_mesh.jobs.pipeline import _private_ray, run_ray
 from theval_mesh.pure.settings import RunSettings
 
@@ -125,7 +125,7 @@ def test_a_bulk_job_scales_the_worker_group_up_to_its_maximum_and_back(kit, tmp_
         assert cluster.workers() == group["min"] == 0  # a job starts with no worker
         videos = [("GT", str(v)) for v in kit.videos("gt")] + \
                  [(m, str(v)) for m in kit.variants[:2] for v in kit.videos(m)]
-        store = SqliteJobStore(str(tmp_path / "jobs.sqlite"))
+        store = SqlJobStore(str(tmp_path / "jobs.sqlite"))
         workers = group["max"] * group["cpus"]  # one Ray actor per CPU of the largest cluster
         inputs = [("GT", str(Path(kit.out_dir) / "gt"))] + [(m, str(Path(kit.out_dir) / m)) for m in kit.variants[:2]]
         job = store.create(JobSpec(inputs=inputs, settings=RunSettings(quality="proxy").key(), workers=workers),

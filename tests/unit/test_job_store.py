@@ -1,4 +1,4 @@
-"""The job store (real SQLite files): exactly one result per video whatever the commits, resume
+"""The job store (real SQLite files and a real PostgreSQL server): exactly one result per video whatever the commits, resume
 by skipping what is committed, results shared by settings, drivers and cancellation."""
 import multiprocessing as mp
 import os
@@ -8,7 +8,7 @@ import pytest
 
 from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.jobs.inputs import Item
-from theval_mesh.jobs.job_store import PAGE, SCHEMA_VERSION, JobSpec, SqliteJobStore
+from theval_mesh.jobs.job_store import PAGE, SCHEMA_VERSION, JobSpec, SqlJobStore
 from theval_mesh.pure.errors import NotFound, UserError
 from theval_mesh.pure.settings import RunSettings
 
@@ -29,8 +29,8 @@ def result(item, status=OK, settings=SETTINGS, value=1.0):
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = SqliteJobStore(tmp_path / "jobs.sqlite")
+def store(store_location):
+    s = SqlJobStore(store_location)
     yield s
     s.close()
 
@@ -74,18 +74,17 @@ def test_results_are_shared_by_settings_not_by_job(store):
 
 
 def _commit_all(path, job_id, lo, hi):
-    s = SqliteJobStore(path)
+    s = SqlJobStore(path)
     for it in items(hi)[lo:]:
         s.commit(job_id, result(it))
     s.close()
 
 
-def test_concurrent_writers_in_other_processes_never_duplicate(tmp_path):
-    path = tmp_path / "jobs.sqlite"
-    store = SqliteJobStore(path)
+def test_concurrent_writers_in_other_processes_never_duplicate(store_location):
+    store = SqlJobStore(store_location)
     job = store.create(spec(), items(120))
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_commit_all, args=(path, job.id, lo, 120)) for lo in (0, 30, 60)]
+    procs = [ctx.Process(target=_commit_all, args=(store_location, job.id, lo, 120)) for lo in (0, 30, 60)]
     for p in procs:
         p.start()
     for p in procs:
@@ -93,10 +92,12 @@ def test_concurrent_writers_in_other_processes_never_duplicate(tmp_path):
         assert p.exitcode == 0
     job = store.get(job.id)
     assert job.done == 120 and job.remaining == 0
-    with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM results").fetchone()[0] == 120
-        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert store._sql.rows("SELECT count(*) FROM results") == [(120,)]
+    store.close()
+    if not store_location.startswith("postgresql:"):
+        with sqlite3.connect(store_location) as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_a_driver_claims_a_job_once_and_a_dead_driver_means_interrupted(store, monkeypatch):
@@ -123,6 +124,6 @@ def test_unknown_jobs_and_newer_schemas_are_refused_clearly(store, tmp_path):
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(UserError, match="newer than this theval"):
-        SqliteJobStore(path)
+        SqlJobStore(path)
     with pytest.raises(UserError, match="does not exist"):
-        SqliteJobStore(tmp_path / "no" / "such" / "dir" / "jobs.sqlite")
+        SqlJobStore(tmp_path / "no" / "such" / "dir" / "jobs.sqlite")

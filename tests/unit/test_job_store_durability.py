@@ -14,7 +14,7 @@ import pytest
 
 from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.jobs.inputs import Item
-from theval_mesh.jobs.job_store import STALE_S, JobSpec, SqliteJobStore, StoreFull
+from theval_mesh.jobs.job_store import STALE_S, JobSpec, SqlJobStore, StoreFull
 from theval_mesh.jobs.reference_store import ReferenceStore
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.settings import RunSettings
@@ -41,7 +41,7 @@ def theval(*args, timeout=120):
 
 
 def a_used_store(path, jobs=5, per_job=3) -> None:
-    store = SqliteJobStore(path)
+    store = SqlJobStore(path)
     for j in range(jobs):
         job = store.create(spec(), [Item("m", f"j{j}-v{i}.mp4") for i in range(per_job)])
         for it in store.pending(job.id):
@@ -62,7 +62,7 @@ def test_a_store_truncated_to_0_bytes_is_refused_not_replaced(tmp_path):
     a_used_store(path)
     os.truncate(path, 0)
     with pytest.raises(UserError, match=r"is empty \(0 bytes\) but exists: restore it from a backup, or delete"):
-        SqliteJobStore(path)
+        SqlJobStore(path)
     with pytest.raises(UserError, match="is empty"):
         ReferenceStore(path)  # the evaluator keeps its reference sets in the same file
     assert os.path.getsize(path) == 0  # left as found: a backup can still be put back
@@ -78,7 +78,7 @@ def test_a_corrupt_store_is_refused_with_its_path(tmp_path):
     garbage.write_bytes(b"not a database at all " * 500)
     for path in (half, garbage):
         with pytest.raises(UserError, match="is corrupt") as err:
-            SqliteJobStore(path)
+            SqlJobStore(path)
         assert str(path) in str(err.value) and "\n" not in str(err.value)
         assert_one_line_error(theval("bulk", "list", "--store", path), str(path), "corrupt")
 
@@ -86,8 +86,8 @@ def test_a_corrupt_store_is_refused_with_its_path(tmp_path):
 def test_a_new_path_is_still_created_and_a_sound_store_opens(tmp_path):
     path = tmp_path / "jobs.sqlite"
     a_used_store(path)
-    assert len(SqliteJobStore(path).jobs()) == 5
-    assert SqliteJobStore(tmp_path / "new.sqlite").jobs() == []
+    assert len(SqlJobStore(path).jobs()) == 5
+    assert SqlJobStore(tmp_path / "new.sqlite").jobs() == []
     ReferenceStore(tmp_path / "refs.sqlite").close()
 
 
@@ -105,7 +105,7 @@ def test_the_evaluator_stops_at_once_on_an_empty_store(tmp_path):
 # ---------------------------------------------------------------------------- 2. disk full
 def test_a_full_disk_keeps_what_was_committed_and_says_how_to_go_on(tmp_path):
     path = tmp_path / "jobs.sqlite"
-    store = SqliteJobStore(path)
+    store = SqlJobStore(path)
     job = store.create(spec(), items(200))
     for _, it in store.pending(job.id)[:5]:
         store.commit(job.id, result(it, padding=3000))
@@ -122,13 +122,13 @@ def test_a_full_disk_keeps_what_was_committed_and_says_how_to_go_on(tmp_path):
                        f"space and run `theval bulk resume {job.id} --store {path}`")
     assert committed > 5 and store.get(job.id).done == committed  # the same connection still reads
     store.close()
-    again = SqliteJobStore(path)  # space freed (no cap): everything committed is there, and it goes on
+    again = SqlJobStore(path)  # space freed (no cap): everything committed is there, and it goes on
     assert len(list(again.results(job.id))) == committed and again.get(job.id).done == committed
     assert again.commit(job.id, result(again.pending(job.id)[0][1]))
 
 
 def test_a_full_disk_while_creating_a_job_changes_nothing(tmp_path):
-    store = SqliteJobStore(tmp_path / "jobs.sqlite")
+    store = SqlJobStore(tmp_path / "jobs.sqlite")
     (pages,) = store._sql.connection.execute("PRAGMA page_count").fetchone()
     store._sql.connection.execute(f"PRAGMA max_page_count = {pages}")
     with pytest.raises(StoreFull, match="is full: nothing was written"):
@@ -138,7 +138,7 @@ def test_a_full_disk_while_creating_a_job_changes_nothing(tmp_path):
 
 # ---------------------------------------------------------------------------- 3. cancel is final
 def test_a_job_cancelled_while_queued_is_not_revived_by_its_driver(tmp_path):
-    store = SqliteJobStore(tmp_path / "jobs.sqlite")
+    store = SqlJobStore(tmp_path / "jobs.sqlite")
     job = store.create(spec(), items(3))
     assert store.request_cancel(job.id).state == "cancelled"
     with pytest.raises(UserError, match=f"job {job.id} was cancelled"):
@@ -148,7 +148,7 @@ def test_a_job_cancelled_while_queued_is_not_revived_by_its_driver(tmp_path):
 
 
 def test_a_cancel_requested_before_the_driver_died_stays_a_cancel(tmp_path):
-    store = SqliteJobStore(tmp_path / "jobs.sqlite")
+    store = SqlJobStore(tmp_path / "jobs.sqlite")
     job = store.create(spec(), items(3))
     store.claim(job.id)
     store.request_cancel(job.id)
@@ -161,8 +161,8 @@ def test_a_cancel_requested_before_the_driver_died_stays_a_cancel(tmp_path):
 # ---------------------------------------------------------------------------- 4. dead drivers
 DRIVER = """
 import sys, time
-from theval_mesh.jobs.job_store import SqliteJobStore
-store = SqliteJobStore(sys.argv[1])
+from theval_mesh.jobs.job_store import SqlJobStore
+store = SqlJobStore(sys.argv[1])
 store.claim(sys.argv[2])
 print("claimed", flush=True)
 while True:
@@ -173,7 +173,7 @@ while True:
 
 @pytest.mark.parametrize("reaped", [False, True], ids=["zombie", "reaped"])
 def test_a_driver_killed_on_this_host_frees_its_job_at_once(tmp_path, reaped):
-    store = SqliteJobStore(tmp_path / "jobs.sqlite")
+    store = SqlJobStore(tmp_path / "jobs.sqlite")
     job = store.create(spec(), items(3))
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(store.path), job.id], stdout=subprocess.PIPE,
                               text=True)
@@ -197,7 +197,7 @@ def test_a_driver_killed_on_this_host_frees_its_job_at_once(tmp_path, reaped):
 
 
 def test_a_reused_pid_is_not_the_driver(tmp_path):
-    store = SqliteJobStore(tmp_path / "jobs.sqlite")
+    store = SqlJobStore(tmp_path / "jobs.sqlite")
     job = store.create(spec(), items(3))
     # a live pid of this host (ours), but another process's start time: the driver's pid was reused
     store._write(lambda db: db.execute("UPDATE jobs SET state='running', driver=?, heartbeat=? WHERE id=?",
@@ -208,7 +208,7 @@ def test_a_reused_pid_is_not_the_driver(tmp_path):
 
 def test_a_driver_on_another_host_is_trusted_until_its_heartbeat_is_stale(tmp_path):
     path = tmp_path / "jobs.sqlite"
-    store = SqliteJobStore(path)
+    store = SqlJobStore(path)
     job = store.create(spec(), items(3))
     store._write(lambda db: db.execute("UPDATE jobs SET state='running', driver=?, heartbeat=? WHERE id=?",
                                        ("other-host.example:4242:999", time.time() - 10, job.id)))

@@ -18,7 +18,7 @@ from video_files import gradient, tone, write_video
 
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.inputs import Item
-from theval_mesh.jobs.job_store import PAGE, JobSpec, SqliteJobStore
+from theval_mesh.jobs.job_store import PAGE, JobSpec, SqlJobStore
 from theval_mesh.jobs.pipeline import QUEUED_PER_ACTOR, JobStopped, run_inline, run_ray
 from theval_mesh.pure.settings import RunSettings
 
@@ -43,7 +43,7 @@ def new_job(mesh, store, videos, model="m", workers=1):
 
 @pytest.fixture
 def store(tmp_path):
-    s = SqliteJobStore(tmp_path / "jobs.sqlite")
+    s = SqlJobStore(tmp_path / "jobs.sqlite")
     yield s
     s.close()
 
@@ -170,8 +170,8 @@ def test_past_max_attempts_the_job_stops_interrupted_and_a_resume_scores_the_res
     assert [r.video.uri for r in mesh.evaluate_log.requests(since)] == [b]  # a is not scored again
 
 
-class RecordingStore(SqliteJobStore):
-    """A real SqliteJobStore that also records its pending() reads: (after, rows returned)."""
+class RecordingStore(SqlJobStore):
+    """A real SqlJobStore that also records its pending() reads: (after, rows returned)."""
 
     def __init__(self, path):
         super().__init__(path)

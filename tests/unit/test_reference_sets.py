@@ -28,8 +28,8 @@ def roots(tmp_path):
 
 
 @pytest.fixture
-def sets(tmp_path, roots):
-    store = ReferenceStore(tmp_path / "store.sqlite")
+def sets(store_location, roots):
+    store = ReferenceStore(store_location)
     yield ReferenceSets(store, (str(roots.resolve()),), DEFAULT, Limits())
     store.close()
 

@@ -8,9 +8,9 @@ import pytest
 
 from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.jobs.inputs import Item
-from theval_mesh.jobs.job_store import JobSpec, SqliteJobStore
+from theval_mesh.jobs.job_store import JobSpec, SqlJobStore
 from theval_mesh.jobs.reference_store import Reference, ReferenceStore
-from theval_mesh.jobs.sqlite import Database
+from theval_mesh.jobs.sqlite import SqliteDatabase as Database
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.settings import RunSettings
 
@@ -88,7 +88,7 @@ def versions(path) -> dict:
 def test_an_old_store_opens_migrates_and_keeps_its_rows(tmp_path, owners):
     path = tmp_path / "store.sqlite"
     an_old_store(path, owners)
-    jobs, refs = SqliteJobStore(path), ReferenceStore(path)  # as the evaluator opens it
+    jobs, refs = SqlJobStore(path), ReferenceStore(path)  # as the evaluator opens it
     job = jobs.get("job-old")
     assert (job.state, job.total, job.done, job.spec.owner) == ("done", 2, 1, "alice")
     assert [r.video for r in jobs.results("job-old")] == ["/v/gt/a.mp4"]
@@ -122,7 +122,7 @@ def test_a_newer_schema_is_refused_per_schema(tmp_path):
     db.close()
     with pytest.raises(UserError, match=r"references schema version 99, newer than this theval's 3: upgrade"):
         ReferenceStore(path)
-    SqliteJobStore(path).close()  # the job store's own schema is not newer: it opens
+    SqlJobStore(path).close()  # the job store's own schema is not newer: it opens
     assert versions(path) == {"jobs": 1, "references": 99, "user_version": 1}
 
 
@@ -163,7 +163,7 @@ def test_a_transaction_that_raises_leaves_nothing(tmp_path):
 
 def _open_both(path, barrier):
     barrier.wait()  # all at once, on a file none has migrated yet
-    SqliteJobStore(path).close()
+    SqlJobStore(path).close()
     ReferenceStore(path).close()
 
 

@@ -12,7 +12,7 @@ from theval_mesh.core import aggregate
 from theval_mesh.core.results import VideoResult
 from theval_mesh.jobs import outputs, pipeline
 from theval_mesh.jobs.inputs import plan
-from theval_mesh.jobs.job_store import SqliteJobStore
+from theval_mesh.jobs.job_store import SqlJobStore
 from theval_mesh.jobs.report import Progress, write_report
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring.final_score import Leaderboard
@@ -98,7 +98,7 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
     spec = pipeline.new_spec(inputs, settings, quiet=not progress, gt_name=gt_name, workers=workers,
                              quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address)
     out.mkdir(parents=True, exist_ok=True)
-    store = SqliteJobStore(out / outputs.RESULTS_DB)
+    store = SqlJobStore(out / outputs.RESULTS_DB)
     try:
         job = store.create(spec, items)
         shown = Progress(job, enabled=progress)

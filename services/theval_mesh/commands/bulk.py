@@ -13,22 +13,27 @@ from theval_mesh.commands.evaluate import add_run_options, print_summary, settin
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.drivers import drive, last_line, start_driver, summary
 from theval_mesh.jobs.inputs import parse_model_arg, plan
-from theval_mesh.jobs.job_store import FINISHED, SqliteJobStore
+from theval_mesh.jobs.job_store import FINISHED, SqlJobStore
 from theval_mesh.jobs.report import write_report
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
+from theval_mesh.pure.store_location import is_server
 
 START_TIMEOUT_S = 120.0
 
 
-def default_store() -> Path:
+def default_store() -> str:
+    """$THEVAL_JOBS (a file or a postgresql:// URL), else the job store file in the user's cache."""
     env = os.environ.get("THEVAL_JOBS")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "theval" / "jobs.sqlite"
+    if env and is_server(env):
+        return env
+    return str(Path(env).expanduser() if env else Path.home() / ".cache" / "theval" / "jobs.sqlite")
 
 
 def _store_option(p):
-    p.add_argument("--store", default=None, metavar="FILE",
-                   help="the job store, SQLite (default $THEVAL_JOBS or ~/.cache/theval/jobs.sqlite)")
+    p.add_argument("--store", default=None, metavar="FILE|URL",
+                   help="the job store: a SQLite file, or a postgresql:// URL (default $THEVAL_JOBS or "
+                   "~/.cache/theval/jobs.sqlite)")
 
 
 def _background_options(p):
@@ -79,11 +84,13 @@ def register(sub):
     ls.set_defaults(func=list_jobs)
 
 
-def open_store(args) -> SqliteJobStore:
-    path = Path(args.store) if args.store else default_store()
-    if not args.store:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    return SqliteJobStore(path)
+def open_store(args) -> SqlJobStore:
+    if args.store:
+        return SqlJobStore(args.store)
+    location = default_store()
+    if not is_server(location):
+        Path(location).parent.mkdir(parents=True, exist_ok=True)
+    return SqlJobStore(location)
 
 
 # ---------------------------------------------------------------------------- submit / resume / run

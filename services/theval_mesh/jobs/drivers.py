@@ -1,25 +1,30 @@
-"""A job's driver as a process of its own (`python -m theval_mesh.jobs.drivers JOB --store FILE`),
+"""A job's driver as a process of its own (`python -m theval_mesh.jobs.drivers JOB --store FILE|URL`),
 started in the background by `theval bulk submit|resume` and by the evaluator's SubmitJob;
 `theval bulk run JOB` drives one in the terminal with the same code (drive()).
 
 Its own process, not a thread: Ray's local processes are started with fork(), which is not safe
 in a process full of gRPC threads (a child can hang before it runs), and they die with the
 thread that started them. The driver outlives the command (or server) that started it, writes
-its output to a log beside the job store, and reports through the store.
+its output to a log beside the job store file (or in the temporary folder), and reports through the store.
 """
 import argparse
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
+from theval_mesh.pure.store_location import is_server
 
 
-def log_path(store_path, job_id: str) -> Path:
-    return Path(store_path).with_suffix(".logs") / f"{job_id}.log"
+def log_path(store, job_id: str) -> Path:
+    """Beside a store file; for a database server, in this machine's temporary folder."""
+    folder = (Path(tempfile.gettempdir()) / "theval-job-logs" if is_server(store)
+              else Path(store).with_suffix(".logs"))
+    return folder / f"{job_id}.log"
 
 
 def start_driver(store_path, job_id: str, workers: int | None = None, ray_address: str | None = None,
@@ -80,14 +85,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m theval_mesh.jobs.drivers", description="Drive one job of a job "
                                 "store to its end (what `theval bulk submit|resume` start in the background).")
     p.add_argument("id")
-    p.add_argument("--store", required=True, metavar="FILE")
+    p.add_argument("--store", required=True, metavar="FILE|URL")
     p.add_argument("--workers", type=int, default=None, metavar="N")
     p.add_argument("--ray-address", default=None, metavar="ADDR")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT")
     args = p.parse_args(argv)
-    from theval_mesh.jobs.job_store import SqliteJobStore
+    from theval_mesh.jobs.job_store import SqlJobStore
     try:
-        return drive(SqliteJobStore(Path(args.store)), args.id, args.workers, args.ray_address, args.metrics_port,
+        return drive(SqlJobStore(args.store), args.id, args.workers, args.ray_address, args.metrics_port,
                      progress=sys.stderr.isatty())
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

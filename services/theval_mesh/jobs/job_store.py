@@ -1,15 +1,14 @@
-"""Durable scoring jobs in SQLite (WAL mode, synchronous FULL, schema versioned).
+"""Durable scoring jobs in a database (jobs.database: a SQLite file, or PostgreSQL), schema versioned.
 
 A job lists its videos (items); results are keyed by (settings, model, video), so a video is
 scored once per settings whatever the job, a second commit of it is a no-op (no duplicates
 after any crash), and a job resumes by skipping the items whose result is committed. A result
-counts as done only once its commit returned. JobStore is the interface: a server database can
-implement it later; SqliteJobStore is the default.
+counts as done only once its commit returned. JobStore is the interface; SqlJobStore keeps it in
+either database.
 """
 import json
 import os
 import socket
-import sqlite3
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -17,21 +16,23 @@ from typing import Iterable, Iterator, Protocol
 
 from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.jobs.inputs import Item
-from theval_mesh.jobs.sqlite import Database
+from theval_mesh.jobs.database import DiskFull, open_database
 from theval_mesh.pure.errors import NotFound, UserError
+from theval_mesh.pure.store_location import is_server, shown
 
-# The job store's migrations (jobs.sqlite), oldest first; the first made every store before
+# The job store's migrations, oldest first; the first made every store before
 # versions were kept per schema, so it must stay harmless on them.
 MIGRATIONS = ["""
 CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY, created REAL NOT NULL, spec TEXT NOT NULL, settings_key TEXT NOT NULL, total INTEGER NOT NULL, state TEXT NOT NULL, error TEXT,
-    cancel INTEGER NOT NULL DEFAULT 0, driver TEXT, heartbeat REAL, started REAL, finished REAL);
+    id TEXT PRIMARY KEY, created DOUBLE PRECISION NOT NULL, spec TEXT NOT NULL, settings_key TEXT NOT NULL,
+    total INTEGER NOT NULL, state TEXT NOT NULL, error TEXT, cancel INTEGER NOT NULL DEFAULT 0, driver TEXT,
+    heartbeat DOUBLE PRECISION, started DOUBLE PRECISION, finished DOUBLE PRECISION);
 CREATE TABLE IF NOT EXISTS items (
     job TEXT NOT NULL, seq INTEGER NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, missing TEXT,
     PRIMARY KEY (job, seq), UNIQUE (job, model, video));
 CREATE TABLE IF NOT EXISTS results (
     settings_key TEXT NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, status TEXT NOT NULL,
-    result TEXT NOT NULL, committed REAL NOT NULL, PRIMARY KEY (settings_key, model, video));
+    result TEXT NOT NULL, committed DOUBLE PRECISION NOT NULL, PRIMARY KEY (settings_key, model, video));
 CREATE INDEX IF NOT EXISTS results_time ON results (settings_key, committed);
 """]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -160,16 +161,17 @@ def _refusal(job_id: str, state: str, cancel, driver: str | None, heartbeat: flo
     return text
 
 
-class SqliteJobStore:
+class SqlJobStore:
     """Thread-safe; one connection per store object (a driver and a status reader may open the
-    same file from different processes: WAL lets them)."""
+    same store from different processes)."""
 
-    def __init__(self, path):
-        self.path = str(path)
+    def __init__(self, location):
+        self.path = str(location)  # a file, or a postgresql:// URL
         parent = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(parent):
+        if not is_server(self.path) and not os.path.isdir(parent):
             raise UserError(f"job store {self.path}: folder {parent} does not exist")
-        self._sql = Database(self.path, "job store", "jobs", MIGRATIONS)
+        self._sql = open_database(self.path, "job store", "jobs", MIGRATIONS)
+        self.shown = shown(self.path)  # in messages: no password
 
     # ------------------------------------------------------------------ plumbing
     def _query(self, sql: str, args=()) -> list:
@@ -180,15 +182,13 @@ class SqliteJobStore:
         try:
             with self._sql.transaction() as db:
                 return fn(db)
-        except sqlite3.OperationalError as err:
-            if err.sqlite_errorcode != sqlite3.SQLITE_FULL:
-                raise
+        except DiskFull:
             if job_id is None:
-                raise StoreFull(f"the disk holding {self.path} is full: nothing was written; free space and "
+                raise StoreFull(f"the disk holding {self.shown} is full: nothing was written; free space and "
                                 "try again") from None
             job = self.get(job_id)
-            raise StoreFull(f"the disk holding {self.path} is full: {job.done + job.failed} results committed so "
-                            f"far are kept; free space and run `theval bulk resume {job_id} --store {self.path}`"
+            raise StoreFull(f"the disk holding {self.shown} is full: {job.done + job.failed} results committed so "
+                            f"far are kept; free space and run `theval bulk resume {job_id} --store {self.shown}`"
                             ) from None
 
     def close(self):
@@ -201,7 +201,8 @@ class SqliteJobStore:
         def insert(db):
             count = 0
             for item in items:
-                cur = db.execute("INSERT OR IGNORE INTO items (job, seq, model, video, missing) VALUES (?,?,?,?,?)",
+                cur = db.execute("INSERT INTO items (job, seq, model, video, missing) VALUES (?,?,?,?,?) "
+                                 "ON CONFLICT DO NOTHING",
                                  (job_id, count, item.model, item.video, item.missing))
                 count += cur.rowcount
             db.execute("INSERT INTO jobs (id, created, spec, settings_key, total, state) VALUES (?,?,?,?,?,?)",
@@ -214,7 +215,7 @@ class SqliteJobStore:
                            "finished, settings_key FROM jobs WHERE id=?", (job_id,))
         if not rows:
             known = ", ".join(j for (j,) in self._query("SELECT id FROM jobs ORDER BY created DESC LIMIT 5"))
-            raise NotFound(f"no job {job_id!r} in {self.path}" + (f" (latest: {known})" if known else ""))
+            raise NotFound(f"no job {job_id!r} in {self.shown}" + (f" (latest: {known})" if known else ""))
         (jid, spec, state, total, created, error, cancel, driver, heartbeat, started, finished, key) = rows[0]
         counts = dict(self._query(
             "SELECT r.status, count(*) FROM items i JOIN results r ON r.settings_key=? AND r.model=i.model "
@@ -251,8 +252,8 @@ class SqliteJobStore:
         """Store one video's result durably; False if it was already there (nothing changes)."""
         key = json.dumps(result.settings, sort_keys=True)
         return self._write(lambda db: db.execute(
-            "INSERT OR IGNORE INTO results (settings_key, model, video, status, result, committed) "
-            "VALUES (?,?,?,?,?,?)", (key, result.model, result.video, result.status, result.to_json(),
+            "INSERT INTO results (settings_key, model, video, status, result, committed) "
+            "VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING", (key, result.model, result.video, result.status, result.to_json(),
                                      time.time())).rowcount == 1, job_id)
 
     def results(self, job_id: str) -> Iterator[VideoResult]:

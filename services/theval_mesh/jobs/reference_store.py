@@ -1,4 +1,5 @@
-"""GT reference sets and the videos scored against them, in SQLite (WAL mode, fsynced commits).
+"""GT reference sets and the videos scored against them, in a database (jobs.database: a SQLite
+file, or PostgreSQL for evaluators on several pods).
 
 A reference set keeps its per-video results, the mean of every metric (RawRow values, with the
 number of videos behind each), the settings and the provenance they were scored with.
@@ -8,21 +9,21 @@ import time
 from dataclasses import dataclass, field
 
 from theval_mesh.core.results import VideoResult
-from theval_mesh.jobs.sqlite import Database, add_column
+from theval_mesh.jobs.database import add_column, open_database
 from theval_mesh.pure.scoring.final_score import RawRow
 
 # The reference store's migrations, oldest first; the first two made every store before versions
 # were kept per schema (some with the owners, some without), so they must stay harmless on them.
 MIGRATIONS = ["""
 CREATE TABLE IF NOT EXISTS reference_sets (
-    name TEXT PRIMARY KEY, created REAL NOT NULL, settings TEXT NOT NULL, provenance TEXT NOT NULL,
+    name TEXT PRIMARY KEY, created DOUBLE PRECISION NOT NULL, settings TEXT NOT NULL, provenance TEXT NOT NULL,
     raw TEXT NOT NULL, counts TEXT NOT NULL, videos INTEGER NOT NULL, scored INTEGER NOT NULL,
     failures TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS reference_videos (
     reference TEXT NOT NULL, video TEXT NOT NULL, result TEXT NOT NULL, PRIMARY KEY (reference, video));
 CREATE TABLE IF NOT EXISTS scored_videos (
     reference TEXT NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, result TEXT NOT NULL,
-    created REAL NOT NULL, PRIMARY KEY (reference, model, video));
+    created DOUBLE PRECISION NOT NULL, PRIMARY KEY (reference, model, video));
 """,
               # owners: only the identity that made a set may replace it; a model's rows are its scorer's
               add_column("reference_sets", "owner", "TEXT NOT NULL DEFAULT ''"),
@@ -47,10 +48,10 @@ class Reference:
 
 
 class ReferenceStore:
-    def __init__(self, path):
-        self.path = str(path)
-        # "store": the evaluator's job store shares the file
-        self._sql = Database(self.path, "store", "references", MIGRATIONS)
+    def __init__(self, location):
+        self.path = str(location)  # a file, or a postgresql:// URL
+        # "store": the evaluator's job store shares the database
+        self._sql = open_database(self.path, "store", "references", MIGRATIONS)
 
     def _write(self, statements):
         with self._sql.transaction() as db:
@@ -68,7 +69,8 @@ class ReferenceStore:
             (f"INSERT INTO reference_sets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
              (ref.name, ref.created, json.dumps(ref.settings), json.dumps(ref.provenance), json.dumps(ref.raw),
               json.dumps(ref.counts), ref.videos, ref.scored, json.dumps(ref.failures), ref.owner)),
-        ] + [("INSERT OR REPLACE INTO reference_videos VALUES (?, ?, ?)", (ref.name, r.video, r.to_json()))
+        ] + [("INSERT INTO reference_videos (reference, video, result) VALUES (?, ?, ?) ON CONFLICT "
+              "(reference, video) DO UPDATE SET result = excluded.result", (ref.name, r.video, r.to_json()))
              for r in results])
 
     def get(self, name: str) -> Reference | None:
@@ -89,8 +91,9 @@ class ReferenceStore:
         return rows[0][0] if rows else None
 
     def add_scored(self, reference: str, result: VideoResult, owner: str = ""):
-        self._write([("INSERT OR REPLACE INTO scored_videos (reference, model, video, result, created, owner) "
-                      "VALUES (?, ?, ?, ?, ?, ?)",
+        self._write([("INSERT INTO scored_videos (reference, model, video, result, created, owner) "
+                      "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (reference, model, video) DO UPDATE SET "
+                      "result = excluded.result, created = excluded.created, owner = excluded.owner",
                       (reference, result.model, result.video, result.to_json(), time.time(), owner))])
 
     def scored(self, reference: str) -> list[VideoResult]:

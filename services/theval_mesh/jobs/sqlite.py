@@ -1,23 +1,11 @@
-"""The SQLite plumbing of the job store and the reference store (the evaluator keeps both in one
-file): opening a file safely, per-schema migrations, transactions.
-
-Each store names its schema and lists its migrations, oldest first; the number applied is kept
-per schema in the `schema_versions` table, so two schemas can share a file and move on their
-own. Stores made before that table existed have no row: their schema is at version 0 and every
-step runs, so the steps that made those stores must be harmless on a store that has them
-(CREATE ... IF NOT EXISTS, add_column).
-"""
+"""The SQLite database of the stores (jobs.database): a file on a local disk, WAL mode (readers in
+other processes while one writes), synchronous FULL (a commit is on disk before it returns)."""
 import os
 import sqlite3
-import threading
 import time
-from collections.abc import Callable
-from contextlib import contextmanager
 
+from theval_mesh.jobs.database import NEWER, Database, Transaction
 from theval_mesh.pure.errors import UserError
-
-# A step: SQL statements separated by ";" (no ";" inside literals), or a function of the connection.
-Step = str | Callable[[sqlite3.Connection], None]
 
 # PRAGMA user_version is the file's format. theval before `schema_versions` wrote 1 there (its job
 # store's schema version) and refuses a file with more: raise it only when a change makes the file
@@ -46,14 +34,6 @@ def open_sqlite(path: str, what: str) -> sqlite3.Connection:
     return db
 
 
-def add_column(table: str, column: str, declaration: str) -> Step:
-    """A step adding a column unless the table has it (stores that predate the versions may)."""
-    def step(db):
-        if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
-            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-    return step
-
-
 def use_wal(db: sqlite3.Connection):
     """Switch the file to WAL (outside a transaction). SQLite answers "database is locked" at once,
     without its busy handler, while another process switches the same file: retry until the
@@ -69,66 +49,51 @@ def use_wal(db: sqlite3.Connection):
             time.sleep(0.02)
 
 
-class Database:
-    """One connection to a store file, shared by a store's threads under a lock; WAL mode (readers
-    in other processes while one writes) and synchronous FULL (a commit is on disk before it
-    returns)."""
+class SqliteTransaction(Transaction):
+    def __init__(self, connection: sqlite3.Connection):
+        self.connection = connection
 
-    def __init__(self, path, what: str, schema: str, migrations: list[Step]):
-        self.path, self.what = str(path), what
-        self.connection = open_sqlite(self.path, what)
-        self.lock = threading.Lock()
+    def execute(self, sql: str, args=()):
+        return self.connection.execute(sql, args)
+
+    def columns(self, table: str) -> set[str]:
+        return {row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")}
+
+
+class SqliteDatabase(Database):
+    def _connect(self):
+        self.connection = open_sqlite(self.location, self.what)
         try:
             use_wal(self.connection)
             self.connection.execute("PRAGMA synchronous=FULL")
-            with self.transaction() as db:  # one process migrates; the others wait, then find it done
-                self._migrate(db, schema, migrations)
         except BaseException:
             self.connection.close()
             raise
 
-    def _migrate(self, db, schema: str, migrations: list[Step]):
-        newer = "newer than this theval's {}: upgrade theval"
+    def _check_format(self, db):
         file_format = db.execute("PRAGMA user_version").fetchone()[0]
         if file_format > FILE_FORMAT:
-            raise UserError(f"{self.what} {self.path} has schema version {file_format}, "
-                            + newer.format(FILE_FORMAT))
-        db.execute("CREATE TABLE IF NOT EXISTS schema_versions (name TEXT PRIMARY KEY, version INTEGER NOT NULL)")
-        row = db.execute("SELECT version FROM schema_versions WHERE name = ?", (schema,)).fetchone()
-        version = row[0] if row else 0
-        if version > len(migrations):
-            raise UserError(f"{self.what} {self.path} has {schema} schema version {version}, "
-                            + newer.format(len(migrations)))
-        for step in migrations[version:]:
-            if callable(step):
-                step(db)
-            else:  # not executescript(): it would commit the transaction first
-                for statement in filter(str.strip, step.split(";")):
-                    db.execute(statement)
-        if row is None or version < len(migrations):  # else nothing to write (each open would fsync)
-            db.execute("INSERT OR REPLACE INTO schema_versions (name, version) VALUES (?, ?)",
-                       (schema, len(migrations)))
+            raise UserError(f"{self.what} {self.location} has schema version {file_format}, "
+                            + NEWER.format(FILE_FORMAT))
         if file_format != FILE_FORMAT:
             db.execute(f"PRAGMA user_version = {FILE_FORMAT}")
 
-    def rows(self, sql: str, args=()) -> list:
-        with self.lock:
-            return self.connection.execute(sql, args).fetchall()
+    def _query(self, sql, args):
+        return self.connection.execute(sql, args).fetchall()
 
-    @contextmanager
-    def transaction(self):
-        """The connection, in one write transaction: committed at the end of the block, undone if
-        it raises."""
-        with self.lock:
-            db = self.connection
-            db.execute("BEGIN IMMEDIATE")  # the write lock now: no other writer between our read and write
-            try:
-                yield db
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:  # SQLite may have rolled back itself (disk full)
-                    db.execute("ROLLBACK")
-                raise
+    def _begin(self):
+        self.connection.execute("BEGIN IMMEDIATE")  # the write lock now: no other writer between our read and write
+        return SqliteTransaction(self.connection)
+
+    def _commit(self):
+        self.connection.execute("COMMIT")
+
+    def _rollback(self):
+        if self.connection.in_transaction:  # SQLite may have rolled back itself (disk full)
+            self.connection.execute("ROLLBACK")
+
+    def _full(self, err):
+        return isinstance(err, sqlite3.OperationalError) and err.sqlite_errorcode == sqlite3.SQLITE_FULL
 
     def close(self):
         with self.lock:

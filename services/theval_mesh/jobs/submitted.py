@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from theval_mesh.backends.media.sources import resolve_uri
 from theval_mesh.jobs.drivers import last_line, start_driver
 from theval_mesh.jobs.inputs import plan
-from theval_mesh.jobs.job_store import FINISHED, Job, JobSpec, SqliteJobStore
+from theval_mesh.jobs.job_store import FINISHED, Job, JobSpec, SqlJobStore
 from theval_mesh.pure.errors import NotFound, Overloaded, UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.security import ClientSecurity, check_name
@@ -26,7 +26,7 @@ class SubmittedJobs:
                  max_jobs: int = 2):
         """roots: the folders jobs may read; workers: a job's Ray workers unless it says, at most
         max_workers; max_jobs: jobs running at once."""
-        self.store = SqliteJobStore(store_path)
+        self.store = SqlJobStore(store_path)
         self.roots, self.ray_address = roots, ray_address
         self.workers, self.max_workers, self.max_jobs = workers, max_workers, max_jobs
         self.address: str | None = None  # this evaluator, once its port is bound

@@ -13,6 +13,7 @@ from pathlib import Path
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.settings import LIMIT_SETTINGS, SETTINGS, RunSettings, Setting
+from theval_mesh.pure.store_location import is_server
 from theval_mesh.rpc.security import ClientSecurity, Tokens, is_loopback
 
 DEPENDENCIES = ("landmarks", "headpose", "quality", "audio")  # what the evaluator calls
@@ -96,7 +97,9 @@ OPTIONS = (
            "services; quality and audio: Triton): reach them over TLS, presenting --tls-cert/--tls-key when "
            "they require client certificates", services=("evaluator",) + ON_TRITON),
     # The evaluator
-    Option("store", "THEVAL_STORE", "SQLite file of the GT reference sets and scored videos (created if absent)",
+    Option("store", "THEVAL_STORE", "the store of GT reference sets, scored videos and submitted jobs: a SQLite "
+           "file (created if absent; one evaluator), or a postgresql:// URL (evaluators on several pods; the "
+           "password in PGPASSWORD or a PGPASSFILE)",
            services=("evaluator",), required=("evaluator",)),
     *(Option(f"{d}_addr", f"THEVAL_{d.upper()}_ADDR", f"HOST:PORT of the {d} service",
              services=("evaluator",), required=("evaluator",)) for d in DEPENDENCIES),
@@ -188,7 +191,7 @@ def add_options(parser: argparse.ArgumentParser, services=SERVICES):
         else:
             unit = o.dest.split("_")[-1].upper()
             metavar = None if o.choices else unit if unit in ("PORT", "BYTES", "PX", "S", "ADDR") else \
-                "N" if o.kind is int else {"store": "FILE", "weights_store": "DIR"}.get(o.dest, unit)
+                "N" if o.kind is int else {"store": "FILE|URL", "weights_store": "DIR"}.get(o.dest, unit)
             target.add_argument(o.flag, dest=o.dest, type=o.kind, choices=o.choices, metavar=metavar, help=text)
 
 
@@ -281,7 +284,7 @@ def load(service: str, args=None, environ=None) -> Config:
                         f"{v['max_job_workers']}")
 
     store = v.get("store")
-    if store is not None:
+    if store is not None and not is_server(store):
         parent = Path(store).expanduser().resolve().parent
         if not parent.is_dir():
             raise UserError(f"{where('store')}={store!r}: folder {parent} does not exist")
