@@ -251,28 +251,34 @@ def test_prometheus_scrapes_every_container(mesh, kit, tmp_path):
 
 
 def autoscaling_query(service: str) -> tuple[str, float]:
-    """prometheus-adapter's query for the HPAs' custom metric (k8s/prometheus-adapter/values.yaml)
-    for one service of this mesh, and the HPA's per-pod target (k8s/base/autoscaling.yaml). The
-    adapter's label matchers are the pod's; here a service's metrics come from its one process."""
+    """prometheus-adapter's query for the custom metric of one service's HPA
+    (k8s/prometheus-adapter/values.yaml, k8s/base/autoscaling.yaml), and the HPA's per-pod target.
+    The adapter's label matchers are the pod's; here a service's metrics come from its one process."""
     root = Path(__file__).resolve().parents[2]
-    rule, = yaml.safe_load((root / "k8s" / "prometheus-adapter" / "values.yaml").read_text())["rules"]["custom"]
     hpa = next(h for h in yaml.safe_load_all((root / "k8s" / "base" / "autoscaling.yaml").read_text())
                if h["metadata"]["name"] == service)
-    target = next(float(m["pods"]["target"]["averageValue"]) for m in hpa["spec"]["metrics"] if m["type"] == "Pods")
+    metric = next(m["pods"] for m in hpa["spec"]["metrics"] if m["type"] == "Pods")
+    rule, = [r for r in yaml.safe_load((root / "k8s" / "prometheus-adapter" / "values.yaml").read_text())["rules"]
+             ["custom"] if r["name"]["as"] == metric["metric"]["name"]]
     query = rule["metricsQuery"].replace("<<.LabelMatchers>>", f'service="{service}"').replace("<<.GroupBy>>", "service")
-    return query, target
+    return query, float(metric["target"]["averageValue"])
 
 
 def test_the_autoscaling_query_would_scale_up_under_load_and_down_when_idle(mesh, kit, tmp_path):
     """The HPA's desired replicas are ceil(replicas * value / target): under three concurrent
-    streams the landmarks query asks for more than one pod; idle, fewer than two."""
-    query, target = autoscaling_query("landmarks")
-    prometheus = Prometheus(tmp_path / "prometheus", {"landmarks": f"127.0.0.1:{mesh['LANDMARKS_METRICS_PORT']}"})
-    values, stop = [], threading.Event()
+    streams the landmarks query and the evaluator's ask for more than one pod; idle, fewer than two."""
+    hpas = ("landmarks", "evaluator")
+    queries = {s: autoscaling_query(s) for s in hpas}
+    prometheus = Prometheus(tmp_path / "prometheus", {s: f"127.0.0.1:{mesh[f'{s.upper()}_METRICS_PORT']}"
+                                                      for s in hpas})
+    values, stop = {s: [] for s in hpas}, threading.Event()
 
-    def value() -> float:
-        result = prometheus.query(query)
+    def value(service) -> float:
+        result = prometheus.query(queries[service][0])
         return float(result[0]["value"][1]) if result else 0.0
+
+    def pods(service, replicas=1) -> int:
+        return math.ceil(replicas * (values[service][-1] if values[service] else 0.0) / queries[service][1])
 
     def load():
         videos = [v for variant in ("gt",) + kit.variants for v in kit.videos(variant)]
@@ -283,22 +289,26 @@ def test_the_autoscaling_query_would_scale_up_under_load_and_down_when_idle(mesh
                             for i, v in enumerate(videos)]
                 assert all(a.code == 0 for a in stub.EvaluateStream(iter(requests), timeout=600))
     try:
-        prometheus.wait_all_up(1)
+        prometheus.wait_all_up(len(hpas))
         streams = [threading.Thread(target=load) for _ in range(3)]
         for s in streams:
             s.start()
-        end = time.monotonic() + 75  # the query averages over a minute: enough once it asks for 2 pods
-        while time.monotonic() < end and not (values and math.ceil(values[-1] / target) > 1):
-            values.append(value())
+        end = time.monotonic() + 75  # the queries average over a minute: enough once both ask for 2 pods
+        while time.monotonic() < end and not all(pods(s) > 1 for s in hpas):
+            for s in hpas:
+                values[s].append(value(s))
             time.sleep(2)
         stop.set()
         for s in streams:
             s.join()
-        busy = max(values)
-        assert math.ceil(1 * busy / target) > 1, (query, values)
-        prometheus.wait(lambda: math.ceil(2 * value() / target) < 2, f"{query} stays high when idle", timeout=120)
-        print(f"\nautoscaling query, landmarks: {busy:.2f} calls in flight per pod under 3 streams "
-              f"(1 pod -> {math.ceil(busy / target)}); idle {value():.2f} (2 pods -> {max(1, math.ceil(2 * value() / target))})")
+        for s in hpas:
+            busy = max(values[s])
+            assert math.ceil(busy / queries[s][1]) > 1, (queries[s], values[s])
+            prometheus.wait(lambda: math.ceil(2 * value(s) / queries[s][1]) < 2, f"{queries[s][0]} stays high when "
+                            "idle", timeout=120)
+            print(f"\nautoscaling query, {s}: {busy:.2f} in flight per pod under 3 streams "
+                  f"(1 pod -> {math.ceil(busy / queries[s][1])}); idle {value(s):.2f} "
+                  f"(2 pods -> {max(1, math.ceil(2 * value(s) / queries[s][1]))})")
     finally:
         stop.set()
         prometheus.stop()

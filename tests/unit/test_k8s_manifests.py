@@ -281,11 +281,42 @@ def test_every_metric_the_autoscaling_uses_is_exported(rendered, tmp_path):
         assert metric_names(query) | metric_names(rule["seriesQuery"]) <= exported, rule
         served.add(rule["name"]["as"])
     hpas = [o for _, o in every(rendered, "HorizontalPodAutoscaler")]
-    assert {o["spec"]["scaleTargetRef"]["name"] for o in hpas} == {"landmarks", "quality"}
+    assert {o["spec"]["scaleTargetRef"]["name"] for o in hpas} == {"landmarks", "quality", "evaluator"}
     for hpa in hpas:
         used = {m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"] if m["type"] == "Pods"}
         assert used and used <= served, hpa["metadata"]["name"]
         assert any(m["type"] == "Resource" and m["resource"]["name"] == "cpu" for m in hpa["spec"]["metrics"])
+
+
+def test_the_evaluators_metric_counts_the_scoring_methods_it_serves():
+    from theval_mesh.rpc.v1 import evaluator_pb2
+    adapter = yaml.safe_load((ROOT / "k8s" / "prometheus-adapter" / "values.yaml").read_text())
+    rule, = [r for r in adapter["rules"]["custom"] if r["name"]["as"] == "theval_in_flight_evaluations"]
+    service = evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"]
+    methods = re.search(r'method=~"([^"]+)"', rule["metricsQuery"]).group(1)
+    counted = {m.name for m in service.methods if re.fullmatch(methods, f"/{service.full_name}/{m.name}")}
+    assert counted == {"Evaluate", "EvaluateStream"}
+
+
+def test_an_evaluator_on_sqlite_is_one_pod_and_one_on_postgresql_scales(rendered):
+    """SQLite has one writer: an overlay that keeps the store in a file runs one evaluator pod,
+    replaced with Recreate, its HPA held at one; one on PostgreSQL rolls and scales."""
+    for name in ("dev", "gpu"):
+        objs = {(o["kind"], o["metadata"]["name"]): o for o in rendered[name]}
+        evaluator = objs[("Deployment", "evaluator")]
+        hpa = objs[("HorizontalPodAutoscaler", "evaluator")]["spec"]
+        env = {e["name"]: e for e in evaluator["spec"]["template"]["spec"]["containers"][0]["env"]}
+        store = env["THEVAL_STORE"]
+        if "valueFrom" in store:  # the theval-store Secret's URL
+            ref = store["valueFrom"]["secretKeyRef"]
+            assert (unhashed(ref["name"]), ref["key"]) == ("theval-store", "url")
+            assert "PGPASSWORD" in env and evaluator["spec"]["strategy"]["type"] == "RollingUpdate"
+            assert hpa["minReplicas"] >= 2 and hpa["maxReplicas"] > hpa["minReplicas"], name
+        else:
+            assert store["value"].endswith(".sqlite") and "PGPASSWORD" not in env
+            assert evaluator["spec"]["replicas"] == 1 and evaluator["spec"]["strategy"] == {"type": "Recreate"}
+            assert hpa["minReplicas"] == hpa["maxReplicas"] == 1, name
+    assert "valueFrom" in env["THEVAL_STORE"]  # gpu, the production overlay, scales
 
 
 def test_every_metrics_port_is_scraped(rendered):
