@@ -4,6 +4,7 @@ submit writes the job (every video, the settings) to the job store and starts it
 background; the driver commits each result as it finishes, so `status` can report from the
 store at any time, a crash loses only the videos in flight, and `resume` goes on from there.
 """
+import json
 import os
 import sys
 import time
@@ -68,6 +69,8 @@ def register(sub):
         a = actions.add_parser(name, help=text)
         a.add_argument("id", help="the job id `submit` printed")
         _store_option(a)
+        if name == "status":
+            a.add_argument("--json", action="store_true", help="print the job as one JSON object")
         if name in ("resume", "run"):
             _background_options(a)
             a.add_argument("--workers", type=int, default=None, metavar="N", help="Ray workers (default: the job's)")
@@ -81,6 +84,7 @@ def register(sub):
 
     ls = actions.add_parser("list", help="every job of the store")
     _store_option(ls)
+    ls.add_argument("--json", action="store_true", help="print a JSON array of the jobs")
     ls.set_defaults(func=list_jobs)
 
 
@@ -154,8 +158,21 @@ def _eta(seconds: float | None) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
+def job_json(job) -> dict:
+    """A job as `bulk status --json` and `bulk list --json` print it."""
+    return {"id": job.id, "state": job.state, "total": job.total, "done": job.done, "failed": job.failed,
+            "remaining": job.remaining, "rate_per_s": job.rate, "eta_s": job.eta_s, "error": job.error,
+            "cancel_requested": job.cancel, "driver": job.driver, "heartbeat_unix": job.heartbeat,
+            "created_unix": job.created, "started_unix": job.started, "finished_unix": job.finished,
+            "inputs": dict(job.spec.inputs), "gt_name": job.spec.gt_name, "settings": job.spec.settings,
+            "workers": job.spec.workers, "mesh": job.spec.mesh}
+
+
 def status(args) -> int:
     job = open_store(args).get(args.id)
+    if args.json:
+        print(json.dumps(job_json(job), indent=1))
+        return EXIT_OK
     print(summary(job))
     if job.state == "running":
         print(f"  driver {job.driver}, heartbeat {_ago(job.heartbeat)}")
@@ -186,6 +203,9 @@ def cancel(args) -> int:
 
 def list_jobs(args) -> int:
     jobs = open_store(args).jobs()
+    if args.json:
+        print(json.dumps([job_json(j) for j in jobs], indent=1))
+        return EXIT_OK
     if not jobs:
         print("no jobs yet: theval bulk submit --gt DIR --model NAME=DIR ...")
     for job in jobs:

@@ -1,4 +1,7 @@
 """`theval weights status|verify|fetch`: the quality models' weights store."""
+import json
+from dataclasses import asdict
+
 from theval_mesh.backends.quality import weights_store as ws
 from theval_mesh.backends.quality.registry import MODELS
 from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_OK
@@ -18,6 +21,8 @@ def register(subparsers) -> None:
         a.add_argument("--store", metavar="DIR", help="weights store directory")
         a.add_argument("--model", action="append", choices=sorted(MODELS), metavar="NAME",
                        help=f"only this model (repeatable): {', '.join(sorted(MODELS))}")
+        if name != "fetch":
+            a.add_argument("--json", action="store_true", help="print one JSON object (store, files) instead")
         if name == "verify":
             a.add_argument("--allow-missing", action="store_true",
                            help="a missing file is no error (quality 'auto' then uses the labelled proxy); "
@@ -52,11 +57,15 @@ def run(args) -> int:
         return EXIT_OK
     verified = args.weights_action == "verify"
     rows = ws.verify(store, args.model) if verified else ws.status(store, args.model)
+    bad = [r for r in rows if r.state == "mismatch" or (r.state == "missing" and not getattr(args, "allow_missing", False))]
+    if args.json:
+        print(json.dumps({"store": str(store), "files": [asdict(r) for r in rows], "hints": _hints(rows),
+                          "ok": not (verified and bad)}, indent=1))
+        return EXIT_ERROR if verified and bad else EXIT_OK
     print(f"weights store: {store}")
     print(format_rows(rows, verified))
     for line in _hints(rows):
         print(line)
-    bad = [r for r in rows if r.state == "mismatch" or (r.state == "missing" and not getattr(args, "allow_missing", False))]
     if verified and bad:
         print(f"verify failed: {len(bad)} file(s) missing or not matching: "
               f"{', '.join(r.file for r in bad)}")
