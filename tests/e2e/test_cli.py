@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from results_schema import validate_results
 
 from theval_mesh.synth import generate_kit, write_bad_inputs
 
@@ -32,7 +33,7 @@ def test_evaluate_writes_every_file_and_resumes(tiny_kit, tmp_path):
     assert first.returncode == 0, first.stderr
     assert "frozen" in first.stdout and "Final" in first.stdout
     for name in ("results.jsonl", "results.csv", "raw_metrics.csv", "leaderboard.csv", "leaderboard.md",
-                 "leaderboard.png", "run.json"):
+                 "leaderboard.png", "run.json", "results.json"):
         assert (out / name).stat().st_size > 0, name
     with open(out / "raw_metrics.csv") as f:
         header = next(csv.reader(f))
@@ -43,6 +44,15 @@ def test_evaluate_writes_every_file_and_resumes(tiny_kit, tmp_path):
     record = json.loads(lines[0])
     assert record["provenance"]["quality"]["global_aesthetic"].startswith("proxy:")
     assert record["frames_used"] == record["frames_total"] > 0
+    assert set(record["normalised"]) == set(record["metrics"]) and "final_score" in record
+    document = json.loads((out / "results.json").read_text())
+    validate_results(document)
+    frozen = next(e for e in document["leaderboard"] if e["model"] == "frozen")
+    low, high = frozen["final"]["ci"]
+    assert low <= frozen["final"]["value"] <= high and frozen["rank"] == 1
+    assert document["bootstrap"] == {"resamples": 10000, "seed": 0, "level": 0.95, "gt_resampled": True}
+    assert "Global aesthetic" in document["proxy_quality"] and document["counts"]["scored"] == 4
+    assert "95% CI" in first.stdout and "95% CI" in (out / "leaderboard.md").read_text()
     # the same command again scores nothing new
     second = theval(*args)
     assert second.returncode == 0

@@ -138,7 +138,7 @@ def test_the_kit_through_the_containers_equals_the_embedded_run(mesh, kit, evalu
     code = main(["evaluate", "--gt", str(Path(kit.out_dir) / "gt"), *models, "--quality", "proxy", "--quiet",
                  "--workers", "2", "--out", str(tmp_path / "containers"), "--mesh", address(mesh, "evaluator")])
     assert code == 0
-    write_results_csv(evaluated[1], tmp_path / "embedded.csv")
+    write_results_csv(evaluated[1], evaluated[0], tmp_path / "embedded.csv")
     assert len(evaluated[1]) == len(kit.clips) * (1 + len(kit.variants))
     assert not results_differences(tmp_path / "containers" / "results.csv", tmp_path / "embedded.csv")
 

@@ -1,5 +1,7 @@
-"""Per-model raw values: the mean over a model's videos, NaN values ignored, counts kept."""
+"""Per-model raw values: the mean over a model's videos, NaN values ignored, counts kept; and the
+per-video values behind them (for the bootstrap)."""
 import math
+from pathlib import PurePath
 
 import numpy as np
 
@@ -20,3 +22,16 @@ def model_rows(results: list[VideoResult], models: list[str]) -> list[RawRow]:
             counts[metric.name] = len(vals)
         rows.append(RawRow(model, values, counts, ok[0].provenance if ok else None))
     return rows
+
+
+def per_video(results: list[VideoResult], models: list[str]) -> tuple[dict, dict]:
+    """(values, items): model -> (videos, 8) raw values of its scored videos in REGISTRY order
+    (NaN where a metric has none), and model -> each video's source item, its file name (a GT
+    clip and the generated videos of its audio share it)."""
+    values, items = {}, {}
+    for model in models:
+        ok = [r for r in results if r.model == model and r.status == OK]
+        values[model] = np.array([[r.metrics.get(m.key, math.nan) for m in REGISTRY] for r in ok],
+                                 dtype=float).reshape(len(ok), len(REGISTRY))
+        items[model] = [PurePath(r.video).name for r in ok]
+    return values, items

@@ -43,6 +43,7 @@ class VideoResult:
     @classmethod
     def from_json(cls, line: str) -> "VideoResult":
         d = json.loads(line)
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}  # results.jsonl adds scores
         d["metrics"] = {k: (math.nan if v is None else v) for k, v in d["metrics"].items()}
         for key in ("metrics", "nan_reasons", "counts"):
             d[key] = in_metric_order(d[key])

@@ -1,34 +1,118 @@
-"""The files an evaluation writes: per-video results, the raw table, the leaderboard, a plot."""
+"""The files an evaluation writes: per-video results (with each video's normalised scores), the
+raw table, the leaderboard, results.json (the leaderboard with its confidence intervals, settings,
+provenance and counts; schema in data/results.schema.json), a plot."""
 import csv
 import json
 import math
+import time
 from pathlib import Path
 
 from theval_mesh.core.provenance import headline
-from theval_mesh.core.results import VideoResult
+from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.pure.metrics.registry import REGISTRY
 from theval_mesh.pure.scoring import tables
-from theval_mesh.pure.scoring.final_score import Leaderboard
+from theval_mesh.pure.scoring.final_score import Leaderboard, video_scores
+from theval_mesh.pure.scoring.names import METRICS, NAME_OF_KEY
+from theval_mesh.pure.version import VERSION
+
+RESULTS_SCHEMA = Path(__file__).resolve().parents[1] / "data" / "results.schema.json"
+SCHEMA_ID = "theval-results/1"
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_DB = "results.sqlite"  # the job store of `theval evaluate`: every result as it is committed
 
 
-def write_results_csv(results: list[VideoResult], path: Path):
+def _video_scores(r: VideoResult, board: Leaderboard) -> tuple[dict, float]:
+    """A scored video's normalised scores (by metric key) and Final score; NaN for a failed one."""
+    if r.status != OK:
+        return {m.key: math.nan for m in REGISTRY}, math.nan
+    scores, final = video_scores({NAME_OF_KEY[k]: v for k, v in r.metrics.items() if k in NAME_OF_KEY},
+                                 board.gt_values, board.weights)
+    return {m.key: scores[m.name] for m in REGISTRY}, final
+
+
+def _number(value) -> str:
+    return "" if math.isnan(value) else repr(float(value))
+
+
+def write_results_csv(results: list[VideoResult], board: Leaderboard, path: Path):
     keys = [m.key for m in REGISTRY]
-    cols = (["model", "video", "status", "reason"] + keys
+    cols = (["model", "video", "status", "reason"] + keys + [f"norm_{k}" for k in keys] + ["final_score"]
             + ["nan_reasons", "frames_total", "frames_used", "face_frames", "fps", "width", "height",
                "seconds", "warnings", "provenance"])
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for r in sorted(results, key=lambda r: (r.model, r.video)):
-            metrics = ["" if math.isnan(r.metrics.get(k, math.nan)) else repr(r.metrics[k]) for k in keys]
-            w.writerow([r.model, r.video, r.status, r.reason or ""] + metrics + [
+            metrics = [_number(r.metrics.get(k, math.nan)) for k in keys]
+            scores, final = _video_scores(r, board)
+            w.writerow([r.model, r.video, r.status, r.reason or ""] + metrics
+                       + [_number(scores[k]) for k in keys] + [_number(final)] + [
                 "; ".join(f"{k}: {v}" for k, v in r.nan_reasons.items()), r.frames_total, r.frames_used,
                 r.face_frames, r.fps, r.width, r.height, r.seconds,
                 " | ".join(w for w in r.warnings if not w.startswith("Traceback")),
                 json.dumps(r.provenance, sort_keys=True)])
+
+
+def _jsonl_line(r: VideoResult, board: Leaderboard) -> str:
+    scores, final = _video_scores(r, board)
+    line = json.loads(r.to_json())
+    line["normalised"] = {k: _finite(v) for k, v in scores.items()}
+    line["final_score"] = _finite(final)
+    return json.dumps(line, sort_keys=True)
+
+
+def _finite(value):
+    """JSON has no NaN: null."""
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def _pair(interval) -> list:
+    return [_finite(interval[0]), _finite(interval[1])]
+
+
+def results_document(board: Leaderboard, rows, results: list[VideoResult], run_info: dict) -> dict:
+    """results.json: what a paper's table needs, machine-readable (data/results.schema.json)."""
+    b = board.uncertainty
+    raw = {row.model: row for row in rows}
+    entries = []
+    for r in board.rows:
+        ci = b.rows.get(r.model) if b else None
+        counts = r.counts or {}
+
+        def figure(value, interval):
+            return {"value": _finite(value), "ci": _pair(interval) if interval else None}
+        entries.append({
+            "model": r.model, "rank": r.rank, "is_gt": r.is_gt, "note": r.note,
+            "final": figure(r.final, ci.final if ci else None),
+            "groups": {g: figure(v, ci.groups.get(g) if ci else None) for g, v in r.groups.items()},
+            "normalised": {m: figure(r.scores[m], ci.normalised.get(m) if ci else None) for m in METRICS},
+            "raw": {m: {**figure(raw[r.model].values[m], ci.raw.get(m) if ci else None),
+                        "videos": counts.get(m)} for m in METRICS},
+        })
+    per_model = {}
+    for result in results:
+        c = per_model.setdefault(result.model, {"videos": 0, "scored": 0, "failed": 0})
+        c["videos"] += 1
+        c["scored" if result.status == OK else "failed"] += 1
+    quality = (run_info.get("provenance") or {}).get("quality") or {}
+    return {
+        "schema": SCHEMA_ID, "theval": VERSION, "created_unix": time.time(),
+        "job": run_info.get("job"), "gt": {"name": board.gt_name, "source": run_info.get("gt")},
+        "models": run_info.get("models", {}), "settings": run_info.get("settings", {}),
+        "provenance": run_info.get("provenance") or {}, "weights": board.weights,
+        "proxy_quality": [NAME_OF_KEY.get(k, k) for k, d in quality.items() if str(d).startswith("proxy:")],
+        "warnings": board.warnings,
+        "counts": {"videos": len(results), "scored": sum(c["scored"] for c in per_model.values()),
+                   "failed": sum(c["failed"] for c in per_model.values()), "per_model": per_model},
+        "bootstrap": None if b is None else {"resamples": b.resamples, "seed": b.seed, "level": b.level,
+                                             "gt_resampled": b.gt_resampled},
+        "leaderboard": entries,
+        "comparisons": [] if b is None else [
+            {"better": c.better, "worse": c.worse, "difference_ci": _pair(c.difference),
+             "paired_items": c.paired_items, "apart": c.apart, "note": "" if c.apart else c.note(b.level)}
+            for c in b.comparisons],
+    }
 
 
 def plot_leaderboard(board: Leaderboard, path: Path):
@@ -78,9 +162,10 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
         "leaderboard_md": out / "leaderboard.md",
         "plot": out / "leaderboard.png",
         "run": out / "run.json",
+        "results_json": out / "results.json",
     }
-    paths["results_jsonl"].write_text("".join(r.to_json() + "\n" for r in results))
-    write_results_csv(results, paths["results_csv"])
+    paths["results_jsonl"].write_text("".join(_jsonl_line(r, board) + "\n" for r in results))
+    write_results_csv(results, board, paths["results_csv"])
     tables.write_raw_csv(rows, paths["raw_metrics"])
     tables.write_leaderboard_csv(board, paths["leaderboard_csv"])
     scored = next((r for r in results if r.provenance), None)
@@ -88,4 +173,6 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
     paths["leaderboard_md"].write_text(top + tables.leaderboard_markdown(board))
     plot_leaderboard(board, paths["plot"])
     paths["run"].write_text(json.dumps(run_info, indent=2, sort_keys=True, default=str))
+    document = results_document(board, rows, results, run_info)
+    paths["results_json"].write_text(json.dumps(document, indent=1, sort_keys=True, allow_nan=False, default=str))
     return paths

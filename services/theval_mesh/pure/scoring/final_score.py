@@ -14,6 +14,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from theval_mesh.pure.metrics.registry import GLOBAL_AESTHETIC, LIP_SYNC
 from theval_mesh.pure.scoring.compat import PUBLISHED_GT_WARNING, check_compatible, is_published
 from theval_mesh.pure.scoring.errors import IncompatibleBackends, ScoringError
@@ -52,6 +54,7 @@ class Leaderboard:
     gt_values: dict
     weights: dict
     warnings: list = field(default_factory=list)
+    uncertainty: object = None  # pure.scoring.uncertainty.Bootstrap, where per-video values were known
 
     def row(self, model: str) -> ScoredRow:
         for r in self.rows:
@@ -65,8 +68,11 @@ def _bad_gt(value) -> bool:
     return math.isnan(value) or abs(value) <= GT_EPSILON
 
 
-def normalised(value, gt, metric: str = "metric") -> float:
-    """1 - |x - g| / |g|, not clamped (it can go below 0). NaN value -> NaN."""
+def normalised(value, gt, metric: str = "metric"):
+    """1 - |x - g| / |g|, not clamped (it can go below 0). NaN value -> NaN. Element-wise on
+    numpy arrays (the bootstrap's resamples; a resampled GT is not checked for zero)."""
+    if isinstance(value, np.ndarray) or isinstance(gt, np.ndarray):
+        return 1.0 - np.abs(value - gt) / np.abs(gt)
     if _bad_gt(gt):
         raise ScoringError(f"GT value of {metric} is {float(gt)!r}: THEval divides by it, so it "
                            "must be a non-zero number")
@@ -82,6 +88,13 @@ def final_score(scores: Mapping, weights: Mapping | None = None) -> float:
     weights = weights or dict.fromkeys(METRICS, 1.0)
     used = [m for m in METRICS if weights[m] > 0]
     return sum(weights[m] * scores[m] for m in used) / sum(weights[m] for m in used)
+
+
+def video_scores(values: Mapping, gt_values: Mapping, weights: Mapping) -> tuple[dict, float]:
+    """One video's normalised scores against the GT means, and its Final score (NaN when a
+    weighted metric is NaN): per-video figures, scored as a model's means are."""
+    scores = {m: normalised(values.get(m, math.nan), gt_values[m], m) for m in METRICS}
+    return scores, final_score(scores, weights)
 
 
 def parse_weights(spec=None) -> dict:

@@ -187,15 +187,39 @@ def _weights_line(board: Leaderboard) -> str:
     return f"Weights: {', '.join(changed)} (others 1)" if changed else ""
 
 
+def _ci(board: Leaderboard, row, decimals: int) -> list[str]:
+    """The Final score's interval column, when the board has one."""
+    if board.uncertainty is None:
+        return []
+    interval = board.uncertainty.rows.get(row.model)
+    if interval is None or interval.final is None or math.isnan(interval.final[0]):
+        return ["-"]
+    return [f"[{interval.final[0]:.{decimals}f}, {interval.final[1]:.{decimals}f}]"]
+
+
+def _ci_header(board: Leaderboard) -> list[str]:
+    return [] if board.uncertainty is None else [f"{board.uncertainty.level:.0%} CI"]
+
+
+def _uncertainty_lines(board: Leaderboard) -> list[str]:
+    b = board.uncertainty
+    if b is None:
+        return []
+    gt = "GT resampled too" if b.gt_resampled else "GT fixed"
+    return ([f"CI: {b.level:.0%} bootstrap over videos, {b.resamples} resamples, seed {b.seed}, {gt}"]
+            + [c.note(b.level) for c in b.comparisons if not c.apart])
+
+
 def leaderboard_markdown(board: Leaderboard, decimals: int = 4) -> str:
-    header = ["Rank", "Model", *METRICS, *GROUPS, FINAL, "Videos"]
+    header = ["Rank", "Model", *METRICS, *GROUPS, FINAL, *_ci_header(board), "Videos"]
     lines = ["| " + " | ".join(header) + " |",
              "|" + "|".join(["---:", "---"] + ["---:"] * (len(header) - 2)) + "|"]
     for row in board.rows:
         cells = [_rank(row), row.model.replace("|", "\\|"), *_columns(row, decimals, "n/a"),
-                 _videos(row.counts)]
+                 *_ci(board, row, decimals), _videos(row.counts)]
         lines.append("| " + " | ".join(cells) + " |")
     extra = [line for line in [_weights_line(board)] if line]
+    extra += [f"- {line}" for line in _uncertainty_lines(board)]
     extra += [f"- Note, {r.model}: {r.note}" for r in board.rows if r.note]
     extra += [f"- **Warning**: {w}" for w in board.warnings]
     return "\n".join(lines + ([""] + extra if extra else [])) + "\n"
@@ -203,9 +227,9 @@ def leaderboard_markdown(board: Leaderboard, decimals: int = 4) -> str:
 
 def format_leaderboard_text(board: Leaderboard, decimals: int = 4) -> str:
     """Aligned plain-text table for the terminal, with a legend, notes and warnings."""
-    header = ["Rank", "Model"] + [SHORT[c] for c in (*METRICS, *GROUPS, FINAL)] + ["Videos"]
-    table = [header] + [[_rank(r), r.model, *_columns(r, decimals, "n/a"), _videos(r.counts)]
-                        for r in board.rows]
+    header = ["Rank", "Model"] + [SHORT[c] for c in (*METRICS, *GROUPS, FINAL)] + _ci_header(board) + ["Videos"]
+    table = [header] + [[_rank(r), r.model, *_columns(r, decimals, "n/a"), *_ci(board, r, decimals),
+                         _videos(r.counts)] for r in board.rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     out = []
     for line in table:
@@ -214,6 +238,7 @@ def format_leaderboard_text(board: Leaderboard, decimals: int = 4) -> str:
     out.append("")
     out.append("Legend: " + ", ".join(f"{SHORT[c]}={c}" for c in (*METRICS, *GROUPS, FINAL)))
     out += [line for line in [_weights_line(board)] if line]
+    out += _uncertainty_lines(board)
     out += [f"note: {r.model}: {r.note}" for r in board.rows if r.note]
     out += [f"WARNING: {w}" for w in board.warnings]
     return "\n".join(out)

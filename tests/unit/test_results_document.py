@@ -1,0 +1,103 @@
+"""The files of an evaluation from known per-video results: results.json valid against its
+schema with every interval around its estimate, NaN as null, counts of failures; each video's
+normalised scores in results.csv and results.jsonl; the intervals and significance notes in the
+leaderboard tables."""
+import csv
+import json
+import math
+
+import numpy as np
+from results_schema import validate_results
+
+from theval_mesh.core import aggregate
+from theval_mesh.core.results import FAILED, OK, VideoResult
+from theval_mesh.jobs import outputs
+from theval_mesh.pure.metrics.registry import REGISTRY
+from theval_mesh.pure.scoring.final_score import leaderboard, video_scores
+from theval_mesh.pure.scoring.names import METRICS, NAME_OF_KEY
+from theval_mesh.pure.scoring.tables import format_leaderboard_text
+from theval_mesh.pure.scoring.uncertainty import bootstrap
+
+PROVENANCE = {"profile": "reference", "quality": {"global_aesthetic": "proxy:luma", "mouth_quality": "proxy:luma",
+                                                  "face_quality": "proxy:luma"}}
+
+
+def results(seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for model, scale in (("GT", 1.0), ("near", 1.02), ("far", 1.6)):
+        for i in range(6):
+            metrics = {m.key: float(v) for m, v in zip(REGISTRY, (np.arange(1, 9) * scale + rng.normal(0, 0.05, 8)))}
+            out.append(VideoResult(model, f"/videos/{model}/clip_{i}.mp4", OK, metrics=metrics, provenance=PROVENANCE))
+    out[-1].metrics["lip_sync"] = math.nan  # one video without a lip-sync value
+    out.append(VideoResult("far", "/videos/far/broken.mp4", FAILED, reason="not a readable video"))
+    return out
+
+
+def evaluation(tmp_path):
+    res = results()
+    names = ["GT", "near", "far"]
+    rows = aggregate.model_rows(res, names)
+    board = leaderboard(rows, gt_name="GT")
+    values, items = aggregate.per_video(res, names)
+    board.uncertainty = bootstrap(values, "GT", board.weights, [r.model for r in board.rows if r.rank], items=items,
+                                  resamples=2000)
+    run_info = {"job": "job-1", "gt": "/videos/GT", "models": {"near": "/videos/near", "far": "/videos/far"},
+                "settings": {"profile": "reference"}, "provenance": PROVENANCE}
+    paths = outputs.write_all(tmp_path, res, rows, board, run_info)
+    return res, board, paths
+
+
+def test_results_json_follows_its_schema_with_every_interval_around_its_estimate(tmp_path):
+    res, board, paths = evaluation(tmp_path)
+    document = json.loads(paths["results_json"].read_text())
+    validate_results(document)
+    assert [e["model"] for e in document["leaderboard"]] == ["GT", "near", "far"]
+    for entry in document["leaderboard"][1:]:
+        figures = [entry["final"], *entry["groups"].values(), *entry["normalised"].values(), *entry["raw"].values()]
+        for f in figures:
+            assert f["ci"][0] <= f["value"] <= f["ci"][1], (entry["model"], f)
+    gt = document["leaderboard"][0]
+    assert gt["final"]["ci"] is None and gt["raw"]["Lip sync"]["ci"] is not None  # the GT's own sampling error
+    assert document["leaderboard"][2]["raw"]["Lip sync"]["videos"] == 5
+    assert document["counts"] == {"videos": 19, "scored": 18, "failed": 1, "per_model": {
+        "GT": {"videos": 6, "scored": 6, "failed": 0}, "near": {"videos": 6, "scored": 6, "failed": 0},
+        "far": {"videos": 7, "scored": 6, "failed": 1}}}
+    assert document["proxy_quality"] == ["Global aesthetic", "Mouth quality", "Face quality"]
+    (comparison,) = document["comparisons"]
+    assert comparison["paired_items"] == 6 and comparison["apart"] and comparison["difference_ci"][0] > 0
+
+
+def test_each_video_carries_its_normalised_scores(tmp_path):
+    res, board, paths = evaluation(tmp_path)
+    with open(paths["results_csv"]) as f:
+        rows = {r["video"]: r for r in csv.DictReader(f)}
+    lines = {json.loads(line)["video"]: json.loads(line) for line in paths["results_jsonl"].read_text().splitlines()}
+    for r in res:
+        if r.status != OK:
+            assert rows[r.video]["final_score"] == "" and lines[r.video]["final_score"] is None
+            continue
+        scores, final = video_scores({NAME_OF_KEY[k]: v for k, v in r.metrics.items()}, board.gt_values, board.weights)
+        for m in REGISTRY:
+            expected = scores[m.name]
+            if math.isnan(expected):
+                assert rows[r.video][f"norm_{m.key}"] == "" and lines[r.video]["normalised"][m.key] is None
+            else:
+                assert float(rows[r.video][f"norm_{m.key}"]) == expected == lines[r.video]["normalised"][m.key]
+        assert (rows[r.video]["final_score"] == "") == math.isnan(final)
+    assert VideoResult.from_json(paths["results_jsonl"].read_text().splitlines()[0]) == res[0]  # still readable
+
+
+def test_tables_show_the_intervals_and_say_when_ranks_are_not_apart(tmp_path):
+    _, board, _ = evaluation(tmp_path)
+    text = format_leaderboard_text(board)
+    assert "95% CI" in text and "2000 resamples, seed 0, GT resampled too" in text
+    assert "not significantly apart" not in text  # near and far are far apart
+    # two models from one distribution: a tie the bootstrap cannot separate
+    values = {"GT": np.tile(np.arange(1.0, 9.0), (8, 1)) + np.random.default_rng(1).normal(0, 0.3, (8, 8))}
+    values["a"] = values["GT"] * 1.3 + np.random.default_rng(2).normal(0, 0.3, (8, 8))
+    values["b"] = values["a"] + np.random.default_rng(3).normal(0, 0.3, (8, 8))
+    rows = [aggregate.RawRow(m, dict(zip(METRICS, v.mean(axis=0)))) for m, v in values.items()]
+    tie = leaderboard(rows, gt_name="GT")
+    tie.uncertainty = bootstrap(values, "GT", tie.weights, [r.model for r in tie.rows if r.rank], resamples=2000)
+    assert "are not significantly apart" in format_leaderboard_text(tie)
