@@ -101,3 +101,30 @@ def test_tables_show_the_intervals_and_say_when_ranks_are_not_apart(tmp_path):
     tie = leaderboard(rows, gt_name="GT")
     tie.uncertainty = bootstrap(values, "GT", tie.weights, [r.model for r in tie.rows if r.rank], resamples=2000)
     assert "are not significantly apart" in format_leaderboard_text(tie)
+
+
+def _contrast(a, b) -> float:
+    def luminance(rgb):
+        r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb[:3])
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_the_heat_map_labels_the_proxy_and_every_cell_reads(tmp_path):
+    import matplotlib
+    from matplotlib.colors import to_rgb
+    _, board, paths = evaluation(tmp_path)
+    assert paths["plot"].stat().st_size > 10_000
+    fig = outputs.leaderboard_figure(board, outputs._proxies(PROVENANCE))
+    heat, bars = fig.axes[0], fig.axes[1]
+    assert "PROXY: Global aesthetic, Mouth quality, Face quality" in heat.get_title()
+    labels = [t.get_text() for t in heat.get_xticklabels()]
+    assert [lab.endswith("(PROXY)") for lab in labels] == [True, True, True] + [False] * 5
+    assert bars.get_title() == "Final score (95% CI)"
+    cmap = matplotlib.colormaps["RdYlGn"]
+    for value in np.linspace(0, 1, 101):  # WCAG AA for small text: contrast 4.5
+        cell = cmap(value)
+        assert _contrast(to_rgb(outputs._ink(cell)), cell) >= 4.5, value
+    cells = [t for t in heat.texts]
+    assert len(cells) == 2 * len(METRICS) and {t.get_color() for t in cells} <= {"black", "white"}

@@ -95,13 +95,12 @@ def results_document(board: Leaderboard, rows, results: list[VideoResult], run_i
         c = per_model.setdefault(result.model, {"videos": 0, "scored": 0, "failed": 0})
         c["videos"] += 1
         c["scored" if result.status == OK else "failed"] += 1
-    quality = (run_info.get("provenance") or {}).get("quality") or {}
     return {
         "schema": SCHEMA_ID, "theval": VERSION, "created_unix": time.time(),
         "job": run_info.get("job"), "gt": {"name": board.gt_name, "source": run_info.get("gt")},
         "models": run_info.get("models", {}), "settings": run_info.get("settings", {}),
         "provenance": run_info.get("provenance") or {}, "weights": board.weights,
-        "proxy_quality": [NAME_OF_KEY.get(k, k) for k, d in quality.items() if str(d).startswith("proxy:")],
+        "proxy_quality": _proxies(run_info.get("provenance")),
         "warnings": board.warnings,
         "counts": {"videos": len(results), "scored": sum(c["scored"] for c in per_model.values()),
                    "failed": sum(c["failed"] for c in per_model.values()), "per_model": per_model},
@@ -115,40 +114,73 @@ def results_document(board: Leaderboard, rows, results: list[VideoResult], run_i
     }
 
 
-def plot_leaderboard(board: Leaderboard, path: Path):
-    """Normalised scores per model and metric as a heat map, with the Final score beside it."""
+def _proxies(provenance: dict | None) -> list[str]:
+    """The metrics (canonical names) a training-free proxy computed, from a run's provenance."""
+    quality = (provenance or {}).get("quality") or {}
+    return [NAME_OF_KEY.get(k, k) for k, d in quality.items() if str(d).startswith("proxy:")]
+
+
+def _ink(rgba) -> str:
+    """Black or white text, whichever reads on a cell of this colour (its relative luminance)."""
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3])
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.18 else "white"
+
+
+def plot_leaderboard(board: Leaderboard, path: Path, proxies=()):
+    import matplotlib.pyplot as plt
+    fig = leaderboard_figure(board, proxies)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def leaderboard_figure(board: Leaderboard, proxies=()):
+    """Normalised scores per model and metric as a heat map, with the Final score (and its
+    interval) beside it; the columns a proxy computed are labelled so."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
     rows = [r for r in board.rows if not r.is_gt] or board.rows
-    metrics = [m.name for m in REGISTRY]
-    grid = np.array([[r.scores.get(m, math.nan) for m in metrics] for r in rows])
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 1.2 + 0.45 * len(rows)),
+    grid = np.array([[r.scores.get(m, math.nan) for m in METRICS] for r in rows])
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 1.6 + 0.45 * len(rows)),
                                  gridspec_kw={"width_ratios": [4, 1]})
-    im = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
-    ax.set_xticks(range(len(metrics)), metrics, rotation=30, ha="right", fontsize=8)
+    cmap = matplotlib.colormaps["RdYlGn"]
+    im = ax.imshow(grid, cmap=cmap, vmin=0, vmax=1, aspect="auto")
+    labels = [f"{m}\n(PROXY)" if m in proxies else m for m in METRICS]
+    ax.set_xticks(range(len(METRICS)), labels, rotation=30, ha="right", fontsize=8)
+    for tick, metric in zip(ax.get_xticklabels(), METRICS):
+        if metric in proxies:
+            tick.set_color("tab:purple")
     ax.set_yticks(range(len(rows)), [r.model for r in rows], fontsize=8)
     for i in range(grid.shape[0]):
         for j in range(grid.shape[1]):
             if not math.isnan(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7)
-    ax.set_title("normalised score per metric (1 = like GT)", fontsize=9)
+                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                        color=_ink(cmap(min(max(grid[i, j], 0.0), 1.0))))
+    title = "normalised score per metric (1 = like GT)"
+    if proxies:
+        title += f"; PROXY: {', '.join(proxies)} from the training-free proxy, not the paper's models"
+    ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.03)
-    finals = [r.final for r in rows]
-    bx.barh(range(len(rows)), finals, color="tab:blue")
+    finals = np.array([r.final for r in rows])
+    ci = board.uncertainty.rows if board.uncertainty else {}
+    low = np.array([ci[r.model].final[0] if r.model in ci else math.nan for r in rows])
+    high = np.array([ci[r.model].final[1] if r.model in ci else math.nan for r in rows])
+    errors = np.nan_to_num(np.array([finals - low, high - finals]), nan=0.0).clip(min=0)
+    bx.barh(range(len(rows)), finals, color="tab:blue", xerr=errors if ci else None, ecolor="black", capsize=2)
     for i, f in enumerate(finals):
         if not math.isnan(f):
-            bx.text(max(f, 0) + 0.01, i, f"{f:.3f}", va="center", fontsize=7)
+            bx.text(max(f if math.isnan(high[i]) else high[i], 0) + 0.01, i, f"{f:.3f}", va="center", fontsize=7)
     bx.set_yticks(range(len(rows)), [])
     bx.invert_yaxis()
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    bx.set_xlim(min(0, np.nanmin(finals) if finals else 0), 1.15)
-    bx.set_title("Final score", fontsize=9)
+    finite = finals[np.isfinite(finals)]
+    bx.set_xlim(min(0, finite.min() if finite.size else 0), 1.15)
+    level = f" ({board.uncertainty.level:.0%} CI)" if board.uncertainty else ""
+    bx.set_title(f"Final score{level}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, run_info: dict) -> dict:
@@ -171,7 +203,7 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
     scored = next((r for r in results if r.provenance), None)
     top = f"{headline(scored.provenance)}\n\n" if scored else ""
     paths["leaderboard_md"].write_text(top + tables.leaderboard_markdown(board))
-    plot_leaderboard(board, paths["plot"])
+    plot_leaderboard(board, paths["plot"], _proxies(run_info.get("provenance")))
     paths["run"].write_text(json.dumps(run_info, indent=2, sort_keys=True, default=str))
     document = results_document(board, rows, results, run_info)
     paths["results_json"].write_text(json.dumps(document, indent=1, sort_keys=True, allow_nan=False, default=str))
