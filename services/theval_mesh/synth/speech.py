@@ -122,8 +122,12 @@ def synthesize_speech(rng: np.random.Generator, language: str, duration_s: float
 
 
 def delay_audio(audio: np.ndarray, delay_s: float, rate: int = SAMPLE_RATE) -> np.ndarray:
-    """The same track `delay_s` later, same length (the end is cut)."""
+    """The same track `delay_s` later (earlier when negative), same length: what moves past an
+    end is cut, silence fills the other."""
     n = int(round(delay_s * rate))
     out = np.zeros_like(audio)
-    out[n:] = audio[:len(audio) - n]
+    if n >= 0:
+        out[n:] = audio[:len(audio) - n]
+    else:
+        out[:n] = audio[-n:]
     return out
