@@ -128,3 +128,16 @@ def test_the_heat_map_labels_the_proxy_and_every_cell_reads(tmp_path):
         assert _contrast(to_rgb(outputs._ink(cell)), cell) >= 4.5, value
     cells = [t for t in heat.texts]
     assert len(cells) == 2 * len(METRICS) and {t.get_color() for t in cells} <= {"black", "white"}
+
+
+def test_a_run_of_the_gt_alone_writes_every_file(tmp_path):
+    """No model to rank: the heat map shows the GT row, which has no Final-score interval."""
+    gt = [r for r in results() if r.model == "GT"]
+    rows = aggregate.model_rows(gt, ["GT"])
+    board = leaderboard(rows, gt_name="GT")
+    values, items = aggregate.per_video(gt, ["GT"])
+    board.uncertainty = bootstrap(values, "GT", board.weights, [], items=items, resamples=100)
+    paths = outputs.write_all(tmp_path, gt, rows, board, {"provenance": PROVENANCE})
+    document = json.loads(paths["results_json"].read_text())
+    validate_results(document)
+    assert paths["plot"].stat().st_size > 0 and document["comparisons"] == []

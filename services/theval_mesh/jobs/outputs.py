@@ -37,7 +37,9 @@ def _number(value) -> str:
 
 def write_results_csv(results: list[VideoResult], board: Leaderboard, path: Path):
     keys = [m.key for m in REGISTRY]
-    cols = (["model", "video", "status", "reason"] + keys + [f"norm_{k}" for k in keys] + ["final_score"]
+    # beside lip-sync: the audio's offset from the picture (beyond THEval), then the normalised scores
+    cols = (["model", "video", "status", "reason"] + keys + ["av_offset_ms", "av_offset_confidence"]
+            + [f"norm_{k}" for k in keys] + ["final_score"]
             + ["nan_reasons", "frames_total", "frames_used", "face_frames", "fps", "width", "height",
                "seconds", "warnings", "provenance"])
     with open(path, "w", newline="") as f:
@@ -46,7 +48,8 @@ def write_results_csv(results: list[VideoResult], board: Leaderboard, path: Path
         for r in sorted(results, key=lambda r: (r.model, r.video)):
             metrics = [_number(r.metrics.get(k, math.nan)) for k in keys]
             scores, final = _video_scores(r, board)
-            w.writerow([r.model, r.video, r.status, r.reason or ""] + metrics
+            offset = [_number(r.av_offset.get(k, math.nan)) for k in ("ms", "confidence")]
+            w.writerow([r.model, r.video, r.status, r.reason or ""] + metrics + offset
                        + [_number(scores[k]) for k in keys] + [_number(final)] + [
                 "; ".join(f"{k}: {v}" for k, v in r.nan_reasons.items()), r.frames_total, r.frames_used,
                 r.face_frames, r.fps, r.width, r.height, r.seconds,
@@ -164,9 +167,9 @@ def leaderboard_figure(board: Leaderboard, proxies=()):
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.03)
     finals = np.array([r.final for r in rows])
-    ci = board.uncertainty.rows if board.uncertainty else {}
-    low = np.array([ci[r.model].final[0] if r.model in ci else math.nan for r in rows])
-    high = np.array([ci[r.model].final[1] if r.model in ci else math.nan for r in rows])
+    ci = {m: i.final for m, i in board.uncertainty.rows.items() if i.final} if board.uncertainty else {}
+    low = np.array([ci[r.model][0] if r.model in ci else math.nan for r in rows])
+    high = np.array([ci[r.model][1] if r.model in ci else math.nan for r in rows])
     errors = np.nan_to_num(np.array([finals - low, high - finals]), nan=0.0).clip(min=0)
     bx.barh(range(len(rows)), finals, color="tab:blue", xerr=errors if ci else None, ecolor="black", capsize=2)
     for i, f in enumerate(finals):
