@@ -41,6 +41,13 @@ def test_no_speech_or_no_face_gives_no_estimate(clip):
     assert av_offset(np.full_like(openness, np.nan), times, rms, rms_times, speech).frames == 0
 
 
+def test_a_clip_shorter_than_the_largest_lag_is_no_error(clip):
+    openness, times, rms, rms_times, speech = (x[:20] if len(x) == len(clip.mouth_open) else x
+                                               for x in shifted(clip, 0.0))
+    found = av_offset(openness, times, rms, rms_times, speech)
+    assert found.frames == 20 and abs(found.ms) <= 500
+
+
 def test_a_mouth_unrelated_to_the_voice_has_little_confidence(clip):
     openness, times, rms, rms_times, speech = shifted(clip, 0.0)
     frozen = np.random.default_rng(0).normal(0, 1, len(openness))

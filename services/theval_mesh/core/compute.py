@@ -8,6 +8,7 @@ import numpy as np
 from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import HeadPose
 from theval_mesh.core.frame_pass import FrameSeries
+from theval_mesh.pure.metrics.av_offset import av_offset
 from theval_mesh.pure.metrics.eyebrow import eyebrow_dynamics
 from theval_mesh.pure.metrics.head_motion import head_motion
 from theval_mesh.pure.metrics.lip_dynamics import lip_dynamics
@@ -15,7 +16,7 @@ from theval_mesh.pure.metrics.lip_sync import MIN_SPEECH_RATIO, lip_sync, mouth_
 from theval_mesh.pure.metrics.loudness import loudness_at
 from theval_mesh.pure.metrics.profiles import REFERENCE
 from theval_mesh.pure.metrics.quality import mean_score
-from theval_mesh.pure.metrics.registry import (EMPTY, LITTLE_SPEECH, MIN_DYNAMIC_FRAMES, NATURALNESS, NO_AUDIO,
+from theval_mesh.pure.metrics.registry import (EMPTY, LIP_SYNC, LITTLE_SPEECH, MIN_DYNAMIC_FRAMES, NATURALNESS, NO_AUDIO,
                                                NO_SILENCE, REGISTRY, TOO_FEW_FRAMES, Metric)
 from theval_mesh.pure.metrics.silent_lip import silent_lip_stability
 from theval_mesh.pure.metrics.speech_frames import silent_frames, speech_mask
@@ -29,6 +30,7 @@ class MetricValues:
     counts: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    av_offset: dict[str, float] = field(default_factory=dict)
     _since: float = field(default_factory=time.perf_counter)
 
     def set(self, key: str, value: float, reason_if_nan: str, frames: int):
@@ -130,6 +132,17 @@ def _lip_sync(v: _Video, metric: Metric):
     return (openness, loud, speech_used, ratio), int((speech_used & ~np.isnan(openness)).sum()), reason
 
 
+def _av_offset(v: _Video) -> dict:
+    """The audio's offset from the picture, over the lip-sync metric's own frames and speech."""
+    if v.audio.rms is None:
+        return {}
+    series = v.own_pass(LIP_SYNC)
+    found = av_offset(mouth_openness(series.points[:, :, :2]), series.frame_index / v.fs.fps, v.audio.rms,
+                      v.audio.rms_times, speech_mask(v.audio.speech, v.fs.fps, v.fs.frame_count)[series.frame_index])
+    return {} if np.isnan(found.ms) else {"ms": found.ms, "confidence": found.confidence, "peak": found.peak,
+                                          "frames": float(found.frames)}
+
+
 _ARGUMENTS = {mean_score: _quality, lip_dynamics: _lip_dynamics, head_motion: _head_motion,
               eyebrow_dynamics: _eyebrow_dynamics, silent_lip_stability: _silent_lip, lip_sync: _lip_sync}
 
@@ -145,4 +158,5 @@ def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, setting
             m.set_dynamic(metric.key, value, reason, frames, settings.profile)
         else:
             m.set(metric.key, value, reason, frames)
+    m.av_offset = _av_offset(video)
     return m

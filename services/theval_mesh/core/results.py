@@ -32,6 +32,9 @@ class VideoResult:
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # stage or "metric:<key>" -> seconds
+    # Beyond THEval: the audio's offset from the picture, {ms, confidence, peak, frames}
+    # (pure.metrics.av_offset); empty when there was too little speech with a face.
+    av_offset: dict[str, float] = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
 

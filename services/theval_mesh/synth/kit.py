@@ -19,7 +19,7 @@ from theval_mesh.synth import motion
 from theval_mesh.synth.face_geometry import FRAME_FACE_WIDTHS, face_geometry
 from theval_mesh.synth.face_warp import FaceRenderer
 from theval_mesh.synth.mp4 import Mp4Writer
-from theval_mesh.synth.speech import SAMPLE_RATE, synthesize_speech
+from theval_mesh.synth.speech import SAMPLE_RATE, delay_audio, synthesize_speech
 from theval_mesh.synth.variants import (ALL_VARIANTS, AUDIO_DELAY_S, DESCRIPTIONS, GT, SAME_MOTION_AS_GT, ClipSignals,
                                         pixel_filter, variant_signals)
 
@@ -133,28 +133,45 @@ def _render_group(kit: KitManifest, index: int, names: tuple, gt: ClipSignals, m
     clip, geo = kit.clips[index], face_geometry(kit.size)
     sigs = {v: variant_signals(v, gt, _rng(kit.seed, index, STREAM_CHEW), kit.fps,
                                motion.FACE_MOUTH_MAX * geo.face_width) for v in names}
-    drive = sigs[names[0]]
-    renderer = FaceRenderer(geo, max_open=float(drive.mouth_open.max()),
-                            max_brow=float(drive.brow_raise.max()))
-    outputs = []
-    try:
-        for v in names:
-            outputs.append((Mp4Writer(kit.video(clip, v), kit.size, kit.fps, sigs[v].audio,
-                                      kit.sample_rate),
-                            pixel_filter(v, kit.size, _rng(kit.seed, index, STREAM_NOISE))))
-        for t in range(kit.n_frames):
-            frame = renderer.render(drive.mouth_open[t], drive.brow_raise[t], drive.roll_deg[t],
-                                    drive.tx[t], drive.ty[t])
-            for writer, post in outputs:
-                writer.write(post(frame) if post else frame)
-    except BaseException:
-        for writer, _ in outputs:
-            writer.abort()
-        raise
-    for writer, _ in outputs:
-        writer.close()
+    _encode(geo, sigs[names[0]], kit.n_frames, [
+        (kit.video(clip, v), kit.size, kit.fps, sigs[v].audio, kit.sample_rate,
+         pixel_filter(v, kit.size, _rng(kit.seed, index, STREAM_NOISE))) for v in names])
     for v in names:
         _save_signals(kit.signals_path(clip, v), sigs[v], {**meta, "variant": v})
+
+
+def _encode(geo, drive: ClipSignals, n_frames: int, outputs: list):
+    """Render the frames `drive` moves once and encode each output from them: (path, size, fps,
+    audio, sample rate, pixel filter or None); no output is left half written."""
+    renderer = FaceRenderer(geo, max_open=float(drive.mouth_open.max()), max_brow=float(drive.brow_raise.max()))
+    writers = []
+    try:
+        for path, size, fps, audio, rate, post in outputs:
+            writers.append((Mp4Writer(path, size, fps, audio, rate), post))
+        for t in range(n_frames):
+            frame = renderer.render(drive.mouth_open[t], drive.brow_raise[t], drive.roll_deg[t],
+                                    drive.tx[t], drive.ty[t])
+            for writer, post in writers:
+                writer.write(post(frame) if post else frame)
+    except BaseException:
+        for writer, _ in writers:
+            writer.abort()
+        raise
+    for writer, _ in writers:
+        writer.close()
+
+
+def write_shifted_clips(out_dir, shifts_s, seed: int = 0, duration_s: float = 6.0, size: int = 256,
+                        fps: int = 25, language: str = "en") -> dict:
+    """One GT clip with its audio shifted by each of `shifts_s` (seconds; positive: the audio comes
+    late), the same frames in every file: {shift: path}. For the audio-visual offset estimate."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gt, _ = gt_signals(seed, 0, language, duration_s, fps, size)
+    paths = {s: out_dir / f"shift_{round(s * 1000):+05d}ms.mp4" for s in shifts_s}
+    _encode(face_geometry(size), gt, len(gt.mouth_open),
+            [(paths[s], size, fps, delay_audio(gt.audio, s), SAMPLE_RATE, None) for s in shifts_s])
+    return paths
 
 
 def _groups(variants: tuple) -> list:

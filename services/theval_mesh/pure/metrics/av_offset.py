@@ -48,7 +48,7 @@ def av_offset(openness: np.ndarray, frame_times: np.ndarray, rms: np.ndarray, rm
     # speech widened by the largest lag each way: a voice shifted that far is still counted
     fps = 1.0 / np.median(np.diff(frame_times)) if len(frame_times) > 1 else 25.0
     reach = int(np.ceil(max_lag_s * fps))
-    widened = np.convolve(speech.astype(float), np.ones(2 * reach + 1), mode="same") > 0
+    widened = np.convolve(speech.astype(float), np.ones(2 * reach + 1))[reach:reach + len(speech)] > 0
     used = widened & np.isfinite(openness)
     if used.sum() < MIN_FRAMES:
         return NONE
