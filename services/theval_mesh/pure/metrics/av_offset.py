@@ -58,4 +58,5 @@ def av_offset(openness: np.ndarray, frame_times: np.ndarray, rms: np.ndarray, rm
     if not np.isfinite(scores).any():
         return NONE
     best = int(np.nanargmax(scores))
-    return Offset(1000.0 * lags[best], scores[best] - np.nanmedian(scores), scores[best], int(used.sum()))
+    ms = round(1000.0 * lags[best], 3)  # the grid's own value, not its float noise
+    return Offset(ms, scores[best] - np.nanmedian(scores), scores[best], int(used.sum()))
