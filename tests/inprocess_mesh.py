@@ -143,11 +143,16 @@ class InProcessMesh:
         self.wait_serving(timeout)
 
     def wait_serving(self, timeout: float = 60):
-        """Returns once the evaluator's health says SERVING (all its dependencies up)."""
+        """Returns once the evaluator's health says SERVING (all its dependencies up), from a check
+        made now: its own loop may not yet have seen a leaf that was just stopped, and a call would
+        then meet the evaluator's channel still in its reconnect backoff."""
         stub = health_pb2_grpc.HealthStub(self.channel)
         end = time.monotonic() + timeout
         serving = health_pb2.HealthCheckResponse.SERVING
-        while stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout).status != serving:
+        while True:
+            self.evaluator.health.update()  # the dependencies checked through the evaluator's channels
+            if stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout).status == serving:
+                return
             assert time.monotonic() < end, "the evaluator does not serve: a dependency is down"
             time.sleep(0.05)
 

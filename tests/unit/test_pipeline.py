@@ -64,9 +64,13 @@ def pauses(n: int) -> list[float]:
 
 
 def stop_audio_after_first_result(mesh):
-    """on_result: the first committed result takes the audio service down (the mesh loses it mid-job)."""
+    """on_result: the first committed result takes the audio service down (the mesh loses it mid-job);
+    later results leave it as it is (a restarted service stays up)."""
+    first = []
+
     def on_result(result):
-        if mesh.leaves["audio"].server is not None:
+        if not first:
+            first.append(result)
             mesh.leaves["audio"].stop()
     return on_result
 
