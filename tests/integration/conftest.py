@@ -16,9 +16,20 @@ def kit(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def evaluated(kit, tmp_path_factory):
+def evaluation_out(tmp_path_factory):
+    return tmp_path_factory.mktemp("eval")
+
+
+@pytest.fixture(scope="session")
+def evaluated(kit, evaluation_out):
     """(leaderboard, per-video results) for GT against every variant."""
-    out = tmp_path_factory.mktemp("eval")
+    out = evaluation_out
     models = [(v, str(Path(kit.out_dir) / v)) for v in kit.variants]
     run = evaluate(str(Path(kit.out_dir) / "gt"), models, out, quality="proxy", workers=2, progress=False)
     return run.board, run.results
+
+
+@pytest.fixture(scope="session")
+def evaluated_dir(evaluated, evaluation_out) -> Path:
+    """The folder that evaluation wrote (results.json, results.jsonl, ...)."""
+    return evaluation_out

@@ -8,6 +8,7 @@ import numpy as np
 from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import HeadPose
 from theval_mesh.core.frame_pass import FrameSeries
+from theval_mesh.core.trace import video_trace
 from theval_mesh.pure.metrics.av_offset import av_offset
 from theval_mesh.pure.metrics.eyebrow import eyebrow_dynamics
 from theval_mesh.pure.metrics.head_motion import head_motion
@@ -31,6 +32,7 @@ class MetricValues:
     seconds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     av_offset: dict[str, float] = field(default_factory=dict)
+    trace: dict[str, list[float]] = field(default_factory=dict)  # core.trace: for the report
     _since: float = field(default_factory=time.perf_counter)
 
     def set(self, key: str, value: float, reason_if_nan: str, frames: int):
@@ -159,4 +161,5 @@ def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, setting
         else:
             m.set(metric.key, value, reason, frames)
     m.av_offset = _av_offset(video)
+    m.trace = video_trace(fs, pose, audio, settings.profile)
     return m

@@ -35,12 +35,15 @@ class VideoResult:
     # Beyond THEval: the audio's offset from the picture, {ms, confidence, peak, frames}
     # (pure.metrics.av_offset); empty when there was too little speech with a face.
     av_offset: dict[str, float] = field(default_factory=dict)
+    # The signals over time the report plots (core.trace); NaN where a frame has no face.
+    trace: dict[str, list[float]] = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
         d = asdict(self)
         d["metrics"] = {k: (None if math.isnan(v) else v) for k, v in self.metrics.items()}
+        d["trace"] = {k: [None if math.isnan(v) else v for v in vs] for k, vs in self.trace.items()}
         return json.dumps(d, sort_keys=True)
 
     @classmethod
@@ -48,6 +51,7 @@ class VideoResult:
         d = json.loads(line)
         d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}  # results.jsonl adds scores
         d["metrics"] = {k: (math.nan if v is None else v) for k, v in d["metrics"].items()}
+        d["trace"] = {k: [math.nan if v is None else v for v in vs] for k, vs in d.get("trace", {}).items()}
         for key in ("metrics", "nan_reasons", "counts"):
             d[key] = in_metric_order(d[key])
         return cls(**d)

@@ -205,7 +205,8 @@ def result_to_proto(r: VideoResult) -> evaluator_pb2.VideoResult:
         nan_reasons=r.nan_reasons, counts=r.counts, frames_total=r.frames_total,
         frames_used=r.frames_used, face_frames=r.face_frames, fps=r.fps, width=r.width, height=r.height,
         seconds=r.seconds, warnings=r.warnings, settings_json=json.dumps(r.settings),
-        provenance_json=json.dumps(r.provenance), timings=r.timings, av_offset=r.av_offset)
+        provenance_json=json.dumps(r.provenance), timings=r.timings, av_offset=r.av_offset,
+        trace={k: evaluator_pb2.Series(values=v) for k, v in r.trace.items()})
 
 
 def result_from_proto(m: evaluator_pb2.VideoResult) -> VideoResult:
@@ -215,7 +216,8 @@ def result_from_proto(m: evaluator_pb2.VideoResult) -> VideoResult:
         counts=in_metric_order(dict(m.counts)), frames_total=m.frames_total, frames_used=m.frames_used,
         face_frames=m.face_frames, fps=m.fps, width=m.width, height=m.height, seconds=m.seconds,
         warnings=list(m.warnings), settings=json.loads(m.settings_json or "{}"),
-        provenance=json.loads(m.provenance_json or "{}"), timings=dict(m.timings), av_offset=dict(m.av_offset))
+        provenance=json.loads(m.provenance_json or "{}"), timings=dict(m.timings), av_offset=dict(m.av_offset),
+        trace={k: list(v.values) for k, v in m.trace.items()})
 
 
 def failed_result(err) -> VideoResult | None:
