@@ -1,0 +1,97 @@
+"""`theval report` on the kit's evaluation, opened in headless chromium: it renders without a
+console error or a single network request, the leaderboard sorts, the published leaderboard
+switches on, a video page shows its plots and thumbnails. Screenshots are kept as artefacts."""
+import json
+import re
+
+import pytest
+from browser import artefacts, browser_page
+
+from theval_mesh.commands.cli import main
+from theval_mesh.jobs.html_report import build_report
+from theval_mesh.pure.scoring.tables import published_leaderboard
+
+pytestmark = pytest.mark.slow  # chromium and thumbnails from the kit's videos: ~15 s
+
+
+@pytest.fixture(scope="module")
+def report(evaluated_dir, tmp_path_factory):
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    assert main(["report", str(evaluated_dir), "--out", str(path), "--thumbnails", "2", "--no-progress"]) == 0
+    return path
+
+
+def finals(page) -> list[float]:
+    cells = page.locator("#leaderboard tbody tr:visible td:nth-child(4)")
+    return [float(v) for v in cells.evaluate_all("cells => cells.map(c => c.dataset.v)") if v]
+
+
+def test_the_report_is_one_file_that_needs_no_network(report, evaluated_dir):
+    page = report.read_text()
+    assert report.stat().st_size < 20e6
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=[\"']?(https?:)?//", page)
+    doc = json.loads((evaluated_dir / "results.json").read_text())
+    assert doc["proxy_quality"], "the kit is scored with the proxy"
+    for metric in doc["proxy_quality"]:
+        assert f"{metric} (PROXY)" in page
+
+
+def test_it_renders_sorts_and_overlays_in_chromium(report, evaluated_dir, tmp_path):
+    doc = json.loads((evaluated_dir / "results.json").read_text())
+    shots = artefacts(tmp_path)
+    with browser_page() as (page, log):
+        page.goto(report.as_uri())
+        page.wait_for_selector("#radar .main-svg")
+        page.wait_for_selector("#video-plot .main-svg")
+        assert log["console"] == []
+        assert all(u.startswith(("file:", "data:")) for u in log["requests"]), log["requests"]
+
+        rows = page.locator("#leaderboard tbody tr:visible")
+        assert rows.count() == len(doc["leaderboard"])  # every model and the GT; published hidden
+        radar = page.evaluate("document.getElementById('radar').data.map(t => t.r.length)")
+        assert radar == [9] * (len(doc["leaderboard"]) - 1)  # a closed polygon per model, GT aside
+        page.locator("#leaderboard-section").screenshot(path=str(shots / "report-leaderboard.png"))
+
+        header = page.locator("#leaderboard th", has_text="Final")
+        header.click()
+        assert finals(page) == sorted(finals(page))
+        header.click()
+        assert finals(page) == sorted(finals(page), reverse=True)
+
+        page.check("#show-published")
+        assert rows.count() == len(doc["leaderboard"]) + len(published_leaderboard())
+        legend = page.locator("#dimensions .legend .traces", has_text="published")
+        legend.locator(".legendtoggle").click()  # the overlay on the bars, as a reader switches it on
+        # plotly tells a click from a double click after its doubleClickDelay (300 ms)
+        page.wait_for_function("!document.getElementById('dimensions').data.some(t => t.visible === 'legendonly')")
+        page.locator("#dimensions-section").screenshot(path=str(shots / "report-dimensions.png"))
+
+
+def test_a_video_page_shows_its_signals_and_worst_frames(report, tmp_path):
+    shots = artefacts(tmp_path)
+    with browser_page() as (page, log):
+        page.goto(report.as_uri())
+        page.wait_for_selector("#video-plot .main-svg")
+        page.select_option("#model-select", "audio_shift")
+        page.wait_for_timeout(300)
+        assert "audio_shift" in page.inner_text("#video-title")
+        # 9 lines (mouth, loudness, 3 angles, eyebrow, 3 quality scores), each with points
+        lengths = page.evaluate("document.getElementById('video-plot').data.map(t => t.y.filter(v => v !== null).length)")
+        assert len(lengths) == 9 and min(lengths) > 50, lengths
+        speech = page.evaluate("document.getElementById('video-plot').layout.shapes.length")
+        assert speech >= 2  # speech and silence shaded
+        images = page.locator("#video-thumbs img")
+        assert images.count() == 2
+        assert all(w > 0 for w in images.evaluate_all("imgs => imgs.map(i => i.naturalWidth)"))
+        assert "(PROXY)" in page.inner_text("#video-facts")
+        assert "Audio-visual offset" in page.inner_text("#video-facts")
+        page.locator("#video-section").screenshot(path=str(shots / "report-video.png"))
+        assert log["console"] == []
+    print(f"\nreport screenshots in {shots}")
+
+
+def test_a_folder_without_results_is_a_clear_error(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) != 0
+    assert "results.json not found" in capsys.readouterr().err
+    with pytest.raises(Exception, match="theval evaluate"):
+        build_report(tmp_path)
