@@ -3,7 +3,7 @@ import json
 from dataclasses import asdict
 
 from theval_mesh.backends.quality import weights_store as ws
-from theval_mesh.backends.quality.registry import MODELS
+from theval_mesh.backends.quality.registry import LEGACY_MODELS, MODELS
 from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_OK
 
 
@@ -19,8 +19,10 @@ def register(subparsers) -> None:
                        ("fetch", "download the missing files (needs internet access)")):
         a = actions.add_parser(name, help=text, description=text)
         a.add_argument("--store", metavar="DIR", help="weights store directory")
-        a.add_argument("--model", action="append", choices=sorted(MODELS), metavar="NAME",
-                       help=f"only this model (repeatable): {', '.join(sorted(MODELS))}")
+        a.add_argument("--model", action="append", choices=sorted(MODELS) + sorted(LEGACY_MODELS),
+                       metavar="NAME", help=f"only this model (repeatable): {', '.join(sorted(MODELS))}; "
+                       f"the legacy metrics' networks (`theval legacy`, only when named): "
+                       f"{', '.join(sorted(LEGACY_MODELS))}")
         if name != "fetch":
             a.add_argument("--json", action="store_true", help="print one JSON object (store, files) instead")
         if name == "verify":
@@ -45,7 +47,7 @@ def format_rows(rows, verified: bool) -> str:
 
 
 def _hints(rows) -> list[str]:
-    urls = {f.name: f.url for m in MODELS.values() for f in m.files}
+    urls = {f.name: f.url for m in [*MODELS.values(), *LEGACY_MODELS.values()] for f in m.files}
     return [f"missing: download {urls[r.file]} to {r.path}" for r in rows if not r.present]
 
 

@@ -115,8 +115,42 @@ METRIC_MODELS = {
 }
 
 
-def model(name: str) -> QualityModel:
+@dataclass(frozen=True)
+class LegacyModel:
+    """A network of a legacy metric (`theval legacy`, the paper's Table 2): its weight files only."""
+    name: str
+    network: str  # its name in messages
+    metrics: str  # the columns it computes
+    files: tuple[WeightFile, ...]
+
+    @property
+    def main(self) -> WeightFile:
+        return self.files[0]
+
+
+# In the same store, but apart from MODELS: the quality backend never loads them, and `theval
+# weights fetch` downloads them only when named (--model syncnet ...). Checksums: only the FID
+# file's name carries a published prefix (the torch.hub convention, as pyiqa's files); nobody
+# publishes one for the other two, so `verify` reports them "unverified".
+LEGACY_MODELS = {m.name: m for m in (
+    # joonson/syncnet_python, download_model.sh (the SyncNet of LSE-C/LSE-D, as Wav2Lip evaluates)
+    LegacyModel("syncnet", "SyncNet", "LSE-C/LSE-D", (WeightFile(
+        "syncnet_v2.model", "https://www.robots.ox.ac.uk/~vgg/software/lipsync/data/syncnet_v2.model",
+        None, "main"),)),
+    # pytorch-fid's port of the TF FID Inception, at the address pyiqa 0.1.16 loads it from
+    # (archs/inception.py FID_WEIGHTS_URL)
+    LegacyModel("fid-inception", "FID Inception", "FID", (_pyiqa("pt_inception-2015-12-05-6726825d.pth"),)),
+    # StyleGAN-V's TorchScript I3D (src/metrics/frechet_video_distance.py detector_url)
+    LegacyModel("fvd-i3d", "FVD I3D", "FVD", (WeightFile(
+        "i3d_torchscript.pt", "https://www.dropbox.com/s/ge9e5ujwgetktms/i3d_torchscript.pt?dl=1",
+        None, "main"),)),
+)}
+
+
+def model(name: str) -> QualityModel | LegacyModel:
+    """A quality model or a legacy metric's network, by name (the weights store knows both)."""
     try:
-        return MODELS[name]
+        return MODELS.get(name) or LEGACY_MODELS[name]
     except KeyError:
-        raise UserError(f"unknown quality model {name!r}; known: {', '.join(MODELS)}") from None
+        known = ", ".join([*MODELS, *LEGACY_MODELS])
+        raise UserError(f"unknown model {name!r}; known: {known}") from None

@@ -1,0 +1,54 @@
+"""Load a legacy metric's network weights from the weights store (registry.LEGACY_MODELS).
+
+Only loading: this version computes no LSE-C/LSE-D, FID or FVD (their face tracks, audio features
+and clip sampling are not implemented), so present weights are loaded to show they are usable
+and the columns still say why they are empty. Nothing here touches the network.
+"""
+from pathlib import Path
+
+from theval_mesh.backends.checksum import sha256_file
+from theval_mesh.backends.quality import weights_store as ws
+from theval_mesh.backends.quality.registry import LEGACY_MODELS
+from theval_mesh.pure.errors import WeightsMissing
+
+
+def weight_file(name: str, store=None) -> Path:
+    """The network's weight file in the store, checked against its published checksum prefix when
+    one exists; WeightsMissing with the one-line reason to show when absent or not that file."""
+    m = LEGACY_MODELS[name]
+    f, root = m.main, ws.resolve(store)
+    path = root / f.name
+    if not path.is_file():
+        raise WeightsMissing(
+            f"{m.metrics} skipped: {m.network} weights {f.name} not in the weights store {root}; "
+            f"`theval weights fetch --model {m.name}` on a machine with internet access and copy the "
+            f"store here (or download {f.url} into it)")
+    if f.sha256_prefix and not sha256_file(path).startswith(f.sha256_prefix):
+        raise WeightsMissing(f"{m.metrics} skipped: {path} is not the published {m.network} weights "
+                             f"(sha256 does not start with {f.sha256_prefix}); fetch it again")
+    return path
+
+
+def load(name: str, store=None):
+    """The network's weights: a TorchScript module for the I3D, else the state dict."""
+    path = weight_file(name, store)
+    import torch  # only when the weights are there: the landmark metrics do not need torch
+    try:
+        if name == "fvd-i3d":
+            return torch.jit.load(str(path), map_location="cpu")
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # a truncated or foreign file: torch raises many kinds
+        raise WeightsMissing(f"{LEGACY_MODELS[name].metrics} skipped: cannot load {path} "
+                             f"({type(err).__name__}: {err})") from None
+
+
+def skip_reason(name: str, store=None) -> str:
+    """Why the network's columns are NaN: its weights are missing or unusable, or (loaded) this
+    version does not compute them yet."""
+    m = LEGACY_MODELS[name]
+    try:
+        load(name, store)
+    except WeightsMissing as err:
+        return str(err)
+    return (f"{m.metrics} skipped: {m.network} weights {m.main.name} load from {ws.resolve(store)}, "
+            f"but this version does not compute {m.metrics} yet")

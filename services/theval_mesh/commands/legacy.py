@@ -1,0 +1,39 @@
+"""`theval legacy`: the paper's Table 2 legacy metrics (LMD-F, LMD-M, PSNR, SSIM; LSE-C/LSE-D, FID
+and FVD when their networks' weights are in the store) of generated videos against GT videos."""
+from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "legacy", help="legacy metrics for comparison (LMD, PSNR, SSIM, ...: the paper's Table 2)",
+        description="Compare each generated video with the GT video of the same file name: LMD-F and "
+                    "LMD-M (FaceMesh landmarks, 256-scale px), PSNR and SSIM, frames paired by index "
+                    "up to the shorter video. LSE-C/LSE-D (SyncNet), FID and FVD are empty, with the "
+                    "reason, when their weights are not in the weights store.")
+    p.add_argument("--generated", required=True, nargs="+", action="extend", metavar="DIR_OR_FILE",
+                   help="folders (one model each) or video files of generated videos")
+    p.add_argument("--gt", required=True, metavar="DIR", help="folder of the GT videos, same file names")
+    p.add_argument("--out", default="legacy_results", metavar="DIR",
+                   help="output folder for legacy.csv and legacy_summary.csv (default: ./legacy_results)")
+    p.add_argument("--model", action="append", metavar="NAME",
+                   help="model name (default: the folder's name); once for all --generated paths, or "
+                        "once per path in the same order")
+    p.add_argument("--store", metavar="DIR", help="weights store directory (default: $THEVAL_WEIGHTS, "
+                                                  "else ~/.cache/theval/weights)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from theval_mesh.jobs import legacy  # MediaPipe and scikit-image only when the command runs
+
+    models = legacy.generated_models(args.generated, args.model)
+    result = legacy.run(models, args.gt, store=args.store, progress=not args.no_progress)
+    videos, summary = legacy.write_outputs(result, args.out)
+    print(legacy.format_summary(result))
+    for reason in result.skipped:
+        print(reason)
+    for row in result.failed:
+        print(f"failed: {row.reason}")
+    print(f"per video: {videos}\nper model: {summary}")
+    return EXIT_PARTIAL if result.failed else EXIT_OK

@@ -1,0 +1,236 @@
+"""`theval legacy`: the paper's Table 2 legacy metrics of generated videos against their GT videos.
+
+Generated and GT videos are paired by file name. Per pair: LMD-F / LMD-M (FaceMesh, one tracking
+pass per video as the project's single pass) and PSNR / SSIM, frames paired by index up to the
+shorter video. LSE-C/LSE-D, FID and FVD need network weights (backends/legacy): NaN, with the
+reason shown once. The math is in pure/metrics/legacy.py.
+"""
+import csv
+import math
+from contextlib import ExitStack, closing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+from tqdm import tqdm
+
+from theval_mesh.backends.landmarks.backend import FaceTracker
+from theval_mesh.backends.landmarks.passes import SINGLE
+from theval_mesh.backends.landmarks.series import LandmarkSeries
+from theval_mesh.backends.legacy.networks import skip_reason
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.jobs.inputs import VIDEO_SUFFIXES, discover, videos_in
+from theval_mesh.pure.errors import UserError, VideoError
+from theval_mesh.pure.limits import Limits
+from theval_mesh.pure.metrics import legacy as lm
+
+OK, FAILED = "ok", "failed"
+# Network -> the summary columns it would fill (all NaN in this version, see backends/legacy).
+NETWORK_COLUMNS = {"syncnet": (lm.LSE_C, lm.LSE_D), "fid-inception": (lm.FID,), "fvd-i3d": (lm.FVD,)}
+# legacy.csv column -> summary column, for the per-video metrics
+PER_VIDEO = {"lmd_f": lm.LMD_F, "lmd_m": lm.LMD_M, "psnr": lm.PSNR, "ssim": lm.SSIM,
+             "lse_c": lm.LSE_C, "lse_d": lm.LSE_D}
+
+
+@dataclass
+class LegacyRow:
+    """One generated video: a line of legacy.csv."""
+    model: str
+    video: str
+    gt_video: str = ""
+    status: str = OK
+    reason: str = ""
+    lmd_f: float = math.nan
+    lmd_m: float = math.nan
+    psnr: float = math.nan
+    ssim: float = math.nan
+    lse_c: float = math.nan
+    lse_d: float = math.nan
+    frames_paired: int = 0
+    frames_skipped: int = 0
+
+
+CSV_COLUMNS = tuple(LegacyRow.__dataclass_fields__)
+
+
+@dataclass
+class LegacyRun:
+    rows: list[LegacyRow]
+    summary: list[dict]                              # one per model, pure.metrics.legacy.summary_row
+    skipped: list[str] = field(default_factory=list)  # why the network columns are NaN, once each
+
+    @property
+    def failed(self) -> list[LegacyRow]:
+        return [r for r in self.rows if r.status == FAILED]
+
+
+# ---------------------------------------------------------------- pairing
+def generated_models(paths: list[str], names: list[str] | None = None) -> list[tuple[str, str]]:
+    """(model, path) per --generated path: the model is the folder's name (a file's folder), unless
+    --model gives one name for all of them or one per path."""
+    names = names or []
+    if len(names) not in (0, 1, len(paths)):
+        raise UserError(f"--model given {len(names)} times for {len(paths)} --generated paths: give one "
+                        "name for all of them or one per path, in the same order")
+    out = []
+    for i, path in enumerate(paths):
+        p = Path(path)
+        is_file = p.is_file() or p.suffix.lower() in VIDEO_SUFFIXES + (".txt",)
+        default = (p.parent if is_file else p).resolve().name
+        out.append((names[i] if len(names) == len(paths) else names[0] if names else default, path))
+    return out
+
+
+def gt_videos(gt_dir) -> dict[str, Path]:
+    """GT videos by stem (the first one in sorted order when two share a stem)."""
+    folder = Path(gt_dir)
+    if not folder.is_dir():
+        raise UserError(f"--gt {gt_dir}: not a folder; legacy metrics pair each generated video with the GT "
+                        "video of the same file name in that folder")
+    found = {}
+    for v in videos_in(folder):
+        found.setdefault(v.stem, v)
+    if not found:
+        raise UserError(f"--gt {gt_dir}: no video files ({', '.join(VIDEO_SUFFIXES)}) in the folder")
+    return found
+
+
+def pair_by_name(models: list[tuple[str, str]], gt_dir) -> list[LegacyRow]:
+    """A row per generated video, with its GT video, or failed with the reason it has none."""
+    gts = gt_videos(gt_dir)
+    rows = []
+    for model, path in models:
+        for item in discover(model, path):
+            if item.missing:
+                rows.append(LegacyRow(model, item.video, status=FAILED, reason=f"{item.video}: {item.missing}"))
+                continue
+            name = Path(item.video)
+            gt = gts.get(name.stem)
+            if gt is None:
+                rows.append(LegacyRow(model, item.video, status=FAILED, reason=(
+                    f"no GT video named {name.name} in {gt_dir}: legacy metrics pair generated and GT "
+                    "videos by file name")))
+            else:
+                rows.append(LegacyRow(model, item.video, str(gt)))
+    if not any(r.gt_video for r in rows):
+        raise UserError(f"none of the {len(rows)} generated video(s) has a GT video of the same file name in "
+                        f"{gt_dir}: legacy metrics pair generated and GT videos by file name")
+    return rows
+
+
+# ---------------------------------------------------------------- one pair
+def _to_size(rgb: np.ndarray, shape) -> np.ndarray:
+    """The generated frame at the GT frame's size (area when shrinking, bilinear when enlarging)."""
+    h, w = shape[:2]
+    if rgb.shape[:2] == (h, w):
+        return rgb
+    shrink = rgb.shape[0] * rgb.shape[1] > h * w
+    return cv2.resize(rgb, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+
+
+def _check_faces(video: str, gt_video: str, gen: LandmarkSeries, gt: LandmarkSeries):
+    for path, series in ((video, gen), (gt_video, gt)):
+        if not series.face_found().any():
+            raise VideoError(path, "no face found by FaceMesh in any frame: no landmark distance")
+    n = min(len(gen.frame_index), len(gt.frame_index))
+    if not (gen.face_found()[:n] & gt.face_found()[:n]).any():
+        raise VideoError(video, f"no frame where both it and its GT {gt_video} show a face")
+
+
+def compare(video: str, gt_video: str, limits: Limits = Limits()) -> dict:
+    """The per-video legacy metrics of one generated video against its GT video (decoded once
+    each, side by side). VideoError for a video that cannot be read or has no face."""
+    gen_lm, gt_lm = LandmarkSeries(478), LandmarkSeries(478)  # SINGLE is refined: 478 points
+    psnrs, ssims = [], []
+    with ExitStack() as stack:
+        readers = []
+        for path in (video, gt_video):
+            readers.append(MediaReader(path, limits))
+            stack.callback(readers[-1].close)  # also when the other one cannot be opened
+        gen_tracker = stack.enter_context(FaceTracker(SINGLE))
+        gt_tracker = stack.enter_context(FaceTracker(SINGLE))
+        gen_frames, gt_frames = (stack.enter_context(closing(r.frames())) for r in readers)
+        for (i, gen), (_, gt) in zip(gen_frames, gt_frames):
+            resized = _to_size(gen, gt.shape)
+            psnrs.append(lm.psnr(resized, gt))
+            ssims.append(lm.ssim(resized, gt))
+            # Landmarks on the frames as decoded: normalised coordinates do not depend on the size.
+            gen_lm.append(i, gen_tracker.process(gen))
+            gt_lm.append(i, gt_tracker.process(gt))
+    if not psnrs:
+        raise VideoError(video, "no frame to compare")
+    _check_faces(video, gt_video, gen_lm, gt_lm)
+    d = lm.landmark_distances(gen_lm.points, gt_lm.points)
+    return {"lmd_f": d.lmd_f, "lmd_m": d.lmd_m, "psnr": float(np.mean(psnrs)), "ssim": float(np.mean(ssims)),
+            "frames_paired": d.frames_paired, "frames_skipped": d.frames_skipped}
+
+
+# ---------------------------------------------------------------- a run
+def summarize(rows: list[LegacyRow], models: list[str], network_values: dict | None = None) -> list[dict]:
+    """Per model: the mean of each metric over its scored videos and the counts behind them.
+    network_values: {model: {column: value}} for the set-level FID / FVD (none in this version)."""
+    out = []
+    for model in models:
+        done = [r for r in rows if r.model == model and r.status == OK]
+        values = {column: [getattr(r, key) for r in done] for key, column in PER_VIDEO.items()}
+        for column, value in (network_values or {}).get(model, {}).items():
+            values[column] = [value]
+        out.append(lm.summary_row(model, values))
+    return out
+
+
+def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limits(),
+        progress: bool = True) -> LegacyRun:
+    rows = pair_by_name(models, gt_dir)
+    skipped = [skip_reason(name, store) for name in NETWORK_COLUMNS]
+    todo = [r for r in rows if r.status == OK]
+    for row in tqdm(todo, desc="pairs", unit="pair", disable=not progress):
+        try:
+            for key, value in compare(row.video, row.gt_video, limits).items():
+                setattr(row, key, value)
+        except VideoError as err:  # this pair fails alone, with its reason
+            row.status, row.reason = FAILED, str(err)
+    names = list(dict.fromkeys(m for m, _ in models))
+    return LegacyRun(rows, summarize(rows, names), skipped)
+
+
+# ---------------------------------------------------------------- outputs
+def _cell(value) -> str:
+    """Numbers as the project's CSVs write them: NaN as an empty cell."""
+    if isinstance(value, float):
+        return "" if math.isnan(value) else repr(value)
+    return str(value)
+
+
+def _write_csv(path: Path, columns, records) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        for rec in records:
+            w.writerow([_cell(rec[c]) for c in columns])
+
+
+def write_outputs(result: LegacyRun, out_dir) -> tuple[Path, Path]:
+    """legacy.csv (one line per generated video) and legacy_summary.csv (one per model: `Model`,
+    the Table 2 columns, then "n:<column>" counts), in out_dir."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    videos, summary = out / "legacy.csv", out / "legacy_summary.csv"
+    _write_csv(videos, CSV_COLUMNS, [asdict(r) for r in result.rows])
+    _write_csv(summary, list(result.summary[0]) if result.summary else ["Model", *lm.COLUMNS], result.summary)
+    return videos, summary
+
+
+def format_summary(result: LegacyRun) -> str:
+    """The summary as a table: each mean, then the videos scored (of those paired by name)."""
+    head = ["Model", *lm.COLUMNS, "Videos"]
+    body = []
+    for s in result.summary:
+        total = sum(r.model == s["Model"] for r in result.rows)
+        done = sum(r.model == s["Model"] and r.status == OK for r in result.rows)
+        body.append([s["Model"], *("-" if math.isnan(s[c]) else f"{s[c]:.4f}" for c in lm.COLUMNS),
+                     f"{done}/{total}"])
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
+    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(head)] + [line(r) for r in body])

@@ -1,0 +1,90 @@
+"""Legacy metrics of the paper's Table 2, for comparison with THEval: LMD-F, LMD-M, PSNR, SSIM,
+and the Fréchet distance behind FID/FVD. Pure: arrays in, numbers out (`jobs/legacy.py` decodes,
+pairs the frames and runs FaceMesh).
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+from theval_mesh.pure.metrics.landmark_sets import LIPS
+from theval_mesh.pure.scoring.tables import COUNT_PREFIX
+
+# Summary columns, named as in the paper's Table 2 (what `theval align` reads as per-model scores).
+LMD_F, LMD_M, PSNR, SSIM, LSE_C, LSE_D, FID, FVD = COLUMNS = (
+    "LMD-F", "LMD-M", "PSNR", "SSIM", "LSE-C", "LSE-D", "FID", "FVD")
+# The paper's table (data/published_human_correlation.csv) calls the mouth LMD "LMD-L" (lips).
+PUBLISHED_NAMES = {LMD_M: "LMD-L"}
+
+# Landmarks are compared in pixels of a 256x256 frame, as the project's lip metrics measure them
+# (METRICS.md): FaceMesh's normalised x, y times 256. A generated video at another resolution than
+# its GT is then compared on the same scale, and LMD values are comparable across datasets.
+LMD_SIZE = 256
+MOUTH_POINTS = LIPS
+# A frame identical to the GT has infinite PSNR; capped (the usual convention of SR and
+# talking-head code) so that one copied frame cannot make a video's mean infinite. 100 dB is an
+# MSE of 6.5e-6 levels^2: nothing a viewer or a model comparison can tell apart from identical.
+PSNR_CAP_DB = 100.0
+
+
+@dataclass(frozen=True)
+class LandmarkDistances:
+    lmd_f: float        # mean L2 over all points and paired frames, 256-scale px (NaN: no frame)
+    lmd_m: float        # the same over the mouth (LIPS) points
+    frames_paired: int  # frames compared: up to the shorter video
+    frames_skipped: int  # of those, frames without a face on one side or both (not in LMD)
+
+
+def landmark_distances(generated: np.ndarray, gt: np.ndarray) -> LandmarkDistances:
+    """generated, gt: (T, N, 2 or 3) FaceMesh points normalised to [0, 1], NaN rows where no face;
+    frames are paired by index up to the shorter series. Only x and y count: FaceMesh's z is a
+    relative depth without a pixel scale."""
+    n = min(len(generated), len(gt))
+    gen_px = np.asarray(generated, np.float64)[:n, :, :2] * LMD_SIZE
+    gt_px = np.asarray(gt, np.float64)[:n, :, :2] * LMD_SIZE
+    both = ~np.isnan(gen_px[:, 0, 0]) & ~np.isnan(gt_px[:, 0, 0])
+    if not both.any():
+        return LandmarkDistances(math.nan, math.nan, n, n)
+    dist = np.linalg.norm(gen_px[both] - gt_px[both], axis=-1)  # (frames, points)
+    return LandmarkDistances(float(dist.mean()), float(dist[:, list(MOUTH_POINTS)].mean()),
+                             n, int(n - both.sum()))
+
+
+def psnr(generated: np.ndarray, gt: np.ndarray) -> float:
+    """PSNR (dB) of one RGB uint8 frame against its GT frame of the same size, capped."""
+    with np.errstate(divide="ignore"):  # identical frames: log10 of infinity, then the cap
+        value = peak_signal_noise_ratio(gt, generated, data_range=255)
+    return float(min(value, PSNR_CAP_DB))
+
+
+def ssim(generated: np.ndarray, gt: np.ndarray) -> float:
+    """SSIM of one RGB uint8 frame against its GT frame of the same size (scikit-image's defaults:
+    7x7 uniform window, the mean over the three channels)."""
+    return float(structural_similarity(gt, generated, channel_axis=-1, data_range=255))
+
+
+def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
+    """Fréchet distance between Gaussians fitted to two sets of features (rows): FID on Inception
+    features of frames, FVD on I3D features of clips. As pytorch-fid computes it."""
+    mu1, mu2 = a.mean(0), b.mean(0)
+    s1, s2 = np.atleast_2d(np.cov(a, rowvar=False)), np.atleast_2d(np.cov(b, rowvar=False))
+    covmean = scipy.linalg.sqrtm(s1 @ s2)
+    if not np.isfinite(covmean).all():  # singular product: nudge the diagonals, as pytorch-fid
+        offset = np.eye(len(s1)) * eps
+        covmean = scipy.linalg.sqrtm((s1 + offset) @ (s2 + offset))
+    diff = mu1 - mu2
+    return float(diff @ diff + np.trace(s1) + np.trace(s2) - 2 * np.trace(covmean.real))
+
+
+def summary_row(model: str, values: dict) -> dict:
+    """One model's summary: the mean of each column over its videos (NaN ignored, NaN when none),
+    then "n:<column>" counts of the values behind each mean (the project's count columns)."""
+    row = {"Model": model}
+    counts = {}
+    for column in COLUMNS:
+        finite = [v for v in values.get(column, ()) if not math.isnan(v)]
+        row[column] = float(np.mean(finite)) if finite else math.nan
+        counts[COUNT_PREFIX + column] = len(finite)
+    return {**row, **counts}

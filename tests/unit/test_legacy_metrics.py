@@ -1,0 +1,85 @@
+"""`theval legacy`'s math on arrays (pure/metrics/legacy.py), the weights' loader and the model
+names; real videos through real MediaPipe: tests/integration/test_legacy_on_videos.py."""
+import math
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from theval_mesh.backends.legacy.networks import skip_reason
+from theval_mesh.jobs import legacy
+from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.metrics import legacy as lm
+
+
+# ---------------------------------------------------------------- pure math
+def test_landmark_distances_in_256_scale_pixels_over_paired_frames():
+    rng = np.random.default_rng(0)
+    gt = rng.uniform(0.2, 0.8, (10, 478, 3))
+    same = lm.landmark_distances(gt, gt)
+    assert (same.lmd_f, same.lmd_m, same.frames_paired, same.frames_skipped) == (0.0, 0.0, 10, 0)
+
+    shifted = gt[:7].copy()  # shorter: 7 frames paired
+    shifted[:, :, 0] += 3 / 256  # 3 px to the right at 256 scale; z moves too but does not count
+    shifted[:, :, 2] += 0.5
+    shifted[2] = np.nan  # no face in generated frame 2
+    d = lm.landmark_distances(shifted, gt)
+    assert d.lmd_f == pytest.approx(3.0) and d.lmd_m == pytest.approx(3.0)
+    assert (d.frames_paired, d.frames_skipped) == (7, 1)
+
+
+def test_lmd_m_follows_the_mouth_and_lmd_f_dilutes_it():
+    gt = np.random.default_rng(1).uniform(0.2, 0.8, (5, 478, 3))
+    gen = gt.copy()
+    gen[:, list(lm.MOUTH_POINTS), 1] += 4 / 256  # only the lips move, 4 px down
+    d = lm.landmark_distances(gen, gt)
+    assert d.lmd_m == pytest.approx(4.0)
+    assert d.lmd_f == pytest.approx(4.0 * len(lm.MOUTH_POINTS) / 478)
+
+
+def test_no_frame_with_faces_on_both_sides_gives_nan():
+    gt = np.full((4, 478, 3), np.nan)
+    d = lm.landmark_distances(np.zeros((4, 478, 3)), gt)
+    assert math.isnan(d.lmd_f) and (d.frames_paired, d.frames_skipped) == (4, 4)
+
+
+def test_psnr_is_capped_and_psnr_ssim_fall_with_noise():
+    frame = cv2.resize(np.random.default_rng(2).integers(0, 256, (16, 16, 3), dtype=np.uint8), (64, 64))
+    assert lm.psnr(frame, frame) == lm.PSNR_CAP_DB == 100.0
+    assert lm.ssim(frame, frame) == 1.0
+    noisy = [np.clip(frame + np.random.default_rng(3).normal(0, s, frame.shape), 0, 255).astype(np.uint8)
+             for s in (5, 20)]
+    p, s = [lm.psnr(n, frame) for n in noisy], [lm.ssim(n, frame) for n in noisy]
+    assert 100 > p[0] > p[1] and 1 > s[0] > s[1]
+    assert p[0] == pytest.approx(10 * np.log10(255 ** 2 / np.mean((noisy[0] - frame.astype(float)) ** 2)))
+
+
+def test_frechet_distance_of_gaussians():
+    a = np.random.default_rng(4).normal(size=(4000, 3))
+    assert lm.frechet_distance(a, a) == pytest.approx(0.0, abs=1e-6)
+    assert lm.frechet_distance(a + [2.0, 0, 0], a) == pytest.approx(4.0, abs=1e-6)  # |mean shift|^2
+
+
+def test_summary_means_ignore_nan_and_count():
+    row = lm.summary_row("m", {lm.PSNR: [30.0, math.nan, 40.0], lm.SSIM: [0.9]})
+    assert list(row)[:9] == ["Model", "LMD-F", "LMD-M", "PSNR", "SSIM", "LSE-C", "LSE-D", "FID", "FVD"]
+    assert row[lm.PSNR] == 35.0 and row["n:PSNR"] == 2 and row["n:SSIM"] == 1
+    assert math.isnan(row[lm.FID]) and row["n:FID"] == 0
+
+def test_present_weights_load_but_are_not_computed_and_bad_ones_are_named(tmp_path):
+    torch.save({"netcnnaud.0.weight": torch.zeros(2)}, tmp_path / "syncnet_v2.model")
+    assert "syncnet_v2.model load from" in skip_reason("syncnet", tmp_path)
+    assert "does not compute LSE-C/LSE-D yet" in skip_reason("syncnet", tmp_path)
+    (tmp_path / "i3d_torchscript.pt").write_bytes(b"truncated")
+    assert skip_reason("fvd-i3d", tmp_path).startswith("FVD skipped: cannot load")
+    (tmp_path / "pt_inception-2015-12-05-6726825d.pth").write_bytes(b"other")
+    assert "is not the published FID Inception weights" in skip_reason("fid-inception", tmp_path)
+
+
+def test_model_names_default_to_folder_names(tmp_path):
+    assert legacy.generated_models([str(tmp_path / "a"), str(tmp_path / "b")]) == [
+        ("a", str(tmp_path / "a")), ("b", str(tmp_path / "b"))]
+    assert legacy.generated_models(["x/v.mp4"], ["m"]) == [("m", "x/v.mp4")]
+    with pytest.raises(UserError, match="--model given 2 times for 3"):
+        legacy.generated_models(["a", "b", "c"], ["m", "n"])
