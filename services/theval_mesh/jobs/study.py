@@ -1,0 +1,303 @@
+"""`theval study serve`: a local web page for a pairwise human-preference study. Two videos of the
+same source by two models, side by side; the rater says which looks more realistic.
+
+Secure by default: loopback only unless asked; every request needs the random token printed in the
+URL (then kept in a SameSite=Strict, HttpOnly cookie), an answer also carries it in a form field
+(CSRF); videos are addressed by opaque ids made at start, never by a path from the client.
+"""
+import hmac
+import html
+import re
+import secrets
+import socket
+import string
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from theval_mesh.jobs.inputs import parse_model_arg, videos_in
+from theval_mesh.jobs.study_store import StudyStore
+from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.study_plan import Pair, plan_pairs
+from theval_mesh.rpc.security import check_name
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+CONTENT_TYPES = {".mp4": "video/mp4", ".mov": "video/quicktime", ".webm": "video/webm",
+                 ".mkv": "video/x-matroska", ".avi": "video/x-msvideo"}
+MAX_FORM_BYTES = 4096
+CHUNK = 256 * 1024
+RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+
+
+@dataclass
+class Study:
+    id: str
+    rater: str
+    pairs: list[Pair]
+    store: StudyStore
+    folders: dict[str, Path]  # model -> its folder
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    files: dict[str, Path] = field(default_factory=dict)  # opaque id -> video file
+    ids: dict[tuple[str, str], str] = field(default_factory=dict)  # (model, video) -> opaque id
+
+    def __post_init__(self):
+        for pair in self.pairs:
+            for model, video in ((pair.left_model, pair.left_video), (pair.right_model, pair.right_video)):
+                if (model, video) not in self.ids:
+                    vid = secrets.token_urlsafe(12)
+                    self.ids[model, video], self.files[vid] = vid, (self.folders[model] / video).resolve()
+
+    def token_ok(self, presented: str | None) -> bool:
+        return bool(presented) and hmac.compare_digest(presented.encode(), self.token.encode())
+
+    def next_pair(self) -> Pair | None:
+        answered = self.store.answered(self.id, self.rater)
+        return next((p for p in self.pairs if p.index not in answered), None)
+
+
+# ---------------------------------------------------------------------------- setting up
+def model_folders(args: list[str]) -> dict[str, Path]:
+    """--models entries: DIR (named after the folder) or NAME=DIR."""
+    folders = {}
+    for text in args:
+        if Path(text).is_dir() or "=" not in text:
+            name, path = Path(text).resolve().name, text
+        else:
+            name, path = parse_model_arg(text)
+        folder = Path(path)
+        if not folder.is_dir():
+            raise UserError(f"--models {text}: no such folder")
+        check_name("model name", name)
+        if name in folders:
+            raise UserError(f"model name {name!r} given twice: name them with NAME=DIR")
+        folders[name] = folder
+    if len(folders) < 2:
+        raise UserError("--models: give at least two folders of videos")
+    return folders
+
+
+def videos_by_name(folder: Path) -> dict[str, str]:
+    """{name without suffix: path inside the folder} of the folder's videos; only files whose real
+    path is inside the folder (a link out of it is not served)."""
+    root, found = folder.resolve(), {}
+    for video in videos_in(folder):
+        if not video.resolve().is_relative_to(root):
+            continue
+        rel = video.relative_to(folder)
+        name = rel.with_suffix("").as_posix()
+        if name in found:
+            raise UserError(f"{folder}: two videos named {name!r} ({found[name]}, {rel.as_posix()}): "
+                            "keep one, pairs are made by name")
+        found[name] = rel.as_posix()
+    return found
+
+
+def load_study(models: list[str], store: str, rater: str, seed: int = 0, limit: int | None = None) -> Study:
+    """The study of these folders, its answers in the store at `store` (opened last: a mistake in
+    the arguments leaves no file behind)."""
+    folders = model_folders(models)
+    check_name("--rater", rater)
+    if limit is not None and limit < 1:
+        raise UserError("--pairs: give a number of pairs >= 1")
+    study_id, pairs = plan_pairs({m: videos_by_name(f) for m, f in folders.items()}, seed, limit)
+    if not pairs:
+        raise UserError("no video name is shared by two of the model folders: pairs are made by file name")
+    return Study(study_id, rater, pairs, StudyStore(store), folders)
+
+
+# ---------------------------------------------------------------------------- HTTP
+def byte_range(header: str | None, size: int) -> tuple[int, int] | None | str:
+    """(first, last) byte of a single `Range: bytes=A-B` (or `bytes=-N`: the last N); None to send
+    the whole file (no range, or one we ignore, as HTTP allows); "unsatisfiable" past the end."""
+    match = RANGE.fullmatch((header or "").strip())
+    if not match or match.groups() == ("", ""):
+        return None
+    first, last = match.groups()
+    if not first:
+        start, end = size - int(last), size - 1
+        start = max(start, 0) if int(last) else size  # bytes=-0 asks for nothing
+    else:
+        start, end = int(first), min(int(last), size - 1) if last else size - 1
+    if start >= size or end < start:
+        return "unsatisfiable"
+    return start, end
+
+
+def template(name: str) -> string.Template:
+    return string.Template((DATA / name).read_text(encoding="utf-8"))
+
+
+class StudyHandler(BaseHTTPRequestHandler):
+    study: Study  # set on the subclass made per server
+    cookie: str
+    server_version = "theval-study"
+    sys_version = ""
+
+    def log_message(self, format, *args):  # quiet, and the token in a URL never reaches a log
+        pass
+
+    # ------------------------------------------------------------------ routes
+    def do_GET(self):
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        if url.path == "/" and "token" in query:  # the printed URL: keep the token in a cookie, drop it from the URL
+            if not self.study.token_ok(query["token"][0]):
+                return self.refuse()
+            return self.redirect("/", f"{self.cookie}={self.study.token}; Path=/; HttpOnly; SameSite=Strict")
+        if not self.study.token_ok(self.cookie_token()):
+            return self.refuse()
+        if url.path == "/":
+            return self.page()
+        if url.path.startswith("/video/"):
+            return self.video(url.path[len("/video/"):])
+        self.send_text(404, "not found")
+
+    def do_POST(self):
+        if not self.study.token_ok(self.cookie_token()):
+            return self.refuse()
+        if urlsplit(self.path).path != "/answer":
+            return self.send_text(404, "not found")
+        form = self.form()
+        if form is None:
+            return self.send_text(400, "bad answer: expected a small url-encoded form")
+        if not self.study.token_ok(form.get("token")):  # the cookie alone could come from another site's form
+            return self.refuse()
+        pair, side = self.pair_of(form.get("pair")), form.get("side")
+        if pair is None or side not in ("left", "right"):
+            return self.send_text(400, "bad answer: expected a pair of this study and side left or right")
+        study = self.study
+        if not study.store.answer(study.id, study.rater, pair, side) \
+                and pair.index not in study.store.answered(study.id, study.rater):
+            return self.send_text(400, "bad answer: that pair has not been shown")
+        self.redirect("/")  # answered (or already: the first answer stands): the next pair
+
+    # ------------------------------------------------------------------ pages
+    def page(self):
+        study, nonce = self.study, secrets.token_urlsafe(16)
+        pair = study.next_pair()
+        if pair is None:
+            body = template("study_done.html").substitute(nonce=nonce, count=len(study.pairs))
+            return self.send_html(body, nonce)
+        study.store.show(study.id, study.rater, pair)
+        done = len(study.store.answered(study.id, study.rater))
+        body = template("study_page.html").substitute(
+            nonce=nonce, number=done + 1, total=len(study.pairs), pair=pair.index, token=html.escape(study.token),
+            left_src=f"/video/{study.ids[pair.left_model, pair.left_video]}",
+            right_src=f"/video/{study.ids[pair.right_model, pair.right_video]}")
+        self.send_html(body, nonce)
+
+    def video(self, vid: str):
+        path = self.study.files.get(vid)
+        try:
+            size = path.stat().st_size if path else None
+        except OSError:  # moved or deleted since the server started
+            size = None
+        if size is None:
+            return self.send_text(404, "no such video")
+        span = byte_range(self.headers.get("Range"), size)
+        if span == "unsatisfiable":
+            self.send_response(416)
+            self.send_header("Content-Range", f"bytes */{size}")
+            self.send_header("Content-Length", "0")
+            return self.end_headers()
+        start, end = span or (0, size - 1)
+        self.send_response(206 if span else 200)
+        self.send_header("Content-Type", CONTENT_TYPES.get(path.suffix.lower(), "application/octet-stream"))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(end - start + 1))
+        if span:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        self.copy(path, start, end - start + 1)
+
+    # ------------------------------------------------------------------ helpers
+    def copy(self, path: Path, start: int, length: int):
+        try:
+            with path.open("rb") as f:
+                f.seek(start)
+                while length > 0:
+                    chunk = f.read(min(CHUNK, length))
+                    if not chunk:
+                        break
+                    self.wfile.write(chunk)
+                    length -= len(chunk)
+        except (BrokenPipeError, ConnectionResetError):  # the browser dropped the range it no longer needs
+            pass
+
+    def cookie_token(self) -> str | None:
+        for part in self.headers.get("Cookie", "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == self.cookie:
+                return value
+        return None
+
+    def form(self) -> dict | None:
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            return None
+        if not 0 <= length <= MAX_FORM_BYTES:
+            return None
+        fields = parse_qs(self.rfile.read(length).decode("utf-8", "replace"))
+        return {k: v[0] for k, v in fields.items()}
+
+    def pair_of(self, text: str | None) -> Pair | None:
+        if not text or not text.isdigit() or int(text) >= len(self.study.pairs):
+            return None
+        return self.study.pairs[int(text)]
+
+    def refuse(self):
+        self.send_text(403, "forbidden: open the URL with the token that `theval study serve` printed")
+
+    def redirect(self, location: str, cookie: str | None = None):
+        self.send_response(303)
+        self.send_header("Location", location)
+        if cookie:
+            self.send_header("Set-Cookie", cookie)
+        self.send_header("Content-Length", "0")
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+
+    def send_html(self, body: str, nonce: str):
+        csp = (f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; media-src 'self'; "
+               "img-src data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+        self.send_body(200, body, "text/html; charset=utf-8", {"Content-Security-Policy": csp})
+
+    def send_text(self, status: int, text: str):
+        self.send_body(status, text + "\n", "text/plain; charset=utf-8")
+
+    def send_body(self, status: int, text: str, content_type: str, headers: dict | None = None):
+        data = text.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def make_server(study: Study, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """The study's server, bound (port 0: any free port), not yet serving: call serve_forever()."""
+    server_class = ThreadingHTTPServer
+    if ":" in host:  # an IPv6 address
+        server_class = type("ThreadingHTTPServer6", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6})
+    try:
+        server = server_class((host.strip("[]"), port), StudyHandler)
+    except OSError as err:
+        raise UserError(f"cannot listen on {host}:{port}: {err.strerror}") from None
+    # cookies do not tell ports apart: one name per port, so two studies on one host do not clash
+    cookie = f"theval_study_{server.server_address[1]}"
+    server.RequestHandlerClass = type("BoundStudyHandler", (StudyHandler,), {"study": study, "cookie": cookie})
+    return server
+
+
+def url_of(server: ThreadingHTTPServer, study: Study) -> str:
+    host, port = server.server_address[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/?token={study.token}"
