@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from theval_mesh.commands.evaluate import add_run_options, print_summary, settings_from
+from theval_mesh.commands.evaluate import add_log_options, add_run_options, log_run, print_summary, settings_from
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.drivers import drive, last_line, start_driver, summary
 from theval_mesh.jobs.inputs import parse_model_arg, plan
@@ -80,6 +80,7 @@ def register(sub):
     r.add_argument("id")
     r.add_argument("--out", required=True, metavar="DIR")
     _store_option(r)
+    add_log_options(r)
     r.set_defaults(func=results)
 
     ls = actions.add_parser("list", help="every job of the store")
@@ -191,6 +192,7 @@ def results(args) -> int:
               "covers the scored ones", file=sys.stderr)
     board, scored, paths = write_report(Path(args.out), store, job)
     print_summary(board, scored, paths)
+    log_run(args, args.out, paths)
     return EXIT_PARTIAL if job.failed or job.remaining else EXIT_OK
 
 

@@ -32,6 +32,26 @@ def add_run_options(p: argparse.ArgumentParser):
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
+def add_log_options(p: argparse.ArgumentParser):
+    p.add_argument("--log-to", choices=["mlflow"], default=None,
+                   help="also log the leaderboard with its intervals, the settings and the files (with the "
+                        "HTML report) as an MLflow run")
+    p.add_argument("--mlflow-uri", default=None, metavar="URI",
+                   help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, else a file store in OUT/mlruns)")
+    p.add_argument("--mlflow-experiment", default="theval", metavar="NAME", help="MLflow experiment (default theval)")
+
+
+def log_run(args, out, paths: dict) -> None:
+    """--log-to: the run's files, with the HTML report built for it, to the experiment log."""
+    if args.log_to != "mlflow":
+        return
+    from theval_mesh.jobs.experiment_log import log_to_mlflow
+    from theval_mesh.jobs.html_report import build_report
+    paths = {**paths, "report": build_report(out, progress=not getattr(args, "quiet", False))}
+    uri, run_id = log_to_mlflow(Path(out), paths, args.mlflow_uri, args.mlflow_experiment)
+    print(f"logged to MLflow: {uri}, experiment {args.mlflow_experiment}, run {run_id}", file=sys.stderr)
+
+
 def settings_from(args) -> RunSettings:
     try:
         return RunSettings.from_values(vars(args))
@@ -56,6 +76,7 @@ def register(sub):
     p.add_argument("--inline", action="store_true",
                    help="score in this process, one video at a time, without Ray (for debugging)")
     add_run_options(p)
+    add_log_options(p)
     p.set_defaults(func=run)
 
 
@@ -64,7 +85,8 @@ def partial(results) -> bool:
     return any(r.status == FAILED or any("audio track" in w for w in r.warnings) for r in results)
 
 
-def print_summary(board, results, paths, stream=sys.stdout):
+def print_summary(board, results, paths, stream=None):
+    stream = stream or sys.stdout  # at call time: a default bound at import would outlive a redirect
     scored = next((r for r in results if r.provenance), None)
     if scored:
         print(headline(scored.provenance), file=stream)
@@ -86,4 +108,5 @@ def run(args) -> int:
                           weights=args.weights, weights_store=args.weights_store, progress=not args.quiet,
                           mesh=args.mesh, inline=args.inline, ray_address=args.ray_address)
     print_summary(evaluation.board, evaluation.results, evaluation.paths)
+    log_run(args, args.out, evaluation.paths)
     return EXIT_PARTIAL if partial(evaluation.results) else EXIT_OK
