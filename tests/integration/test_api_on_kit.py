@@ -98,6 +98,15 @@ def test_client_evaluate_equals_the_scorer_and_scores_against_a_reference(client
     assert result.scores.reference == "api-gt" and result.scores.final == 1.0
     assert set(result.scores.normalised.values()) == {1.0} and len(result.scores.normalised) == 8
 
+    gt, model = client.leaderboard("api-gt")
+    assert (gt.model, gt.is_gt, gt.final_ci, model.model, model.rank) == ("api-gt", True, None, "api-model", 1)
+    # one video, resampled 10,000 times: always itself
+    assert model.final == 1.0 and model.final_ci == (1.0, 1.0) and model.normalised_ci["Lip sync"] == (1.0, 1.0)
+    assert set(model.groups_ci) == {"Quality", "Naturalness", "Synchronization"}
+    assert client.leaderboard("api-gt", {"Lip sync": 0})[1].final == 1.0
+    with pytest.raises(UserError, match="weights"):  # a path is text to a server, never a file it reads
+        client.leaderboard("api-gt", "/etc/hostname")
+
 
 def test_client_errors_are_the_projects_exceptions_and_a_bad_video_a_failed_result(client, clip, tmp_path):
     outside = tmp_path / "outside.mp4"

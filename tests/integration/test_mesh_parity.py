@@ -125,3 +125,9 @@ def test_reference_scores_match_the_scoring_of_embedded_results(kit, mesh, embed
     board = mesh.evaluator.GetLeaderboard(evaluator_pb2.GetLeaderboardRequest(reference="kit-gt"), timeout=10)
     assert [(r.model, r.rank) for r in board.rows] == [("kit-gt", 0), ("static_head", 1)]
     assert board.rows[1].scores["Head motion dynamics"] == answer.scores.normalised["Head motion dynamics"]
+    # intervals over the model's videos, the reference set's means held fixed
+    b = board.intervals
+    assert (b.resamples, b.seed, b.level, b.gt_resampled) == (10_000, 0, 0.95, False)
+    row = board.rows[1]
+    assert row.final_ci.low <= row.final_score <= row.final_ci.high
+    assert set(row.scores_ci) == set(row.scores) and not board.rows[0].HasField("final_ci")

@@ -60,7 +60,6 @@ def _evaluation():
     from theval_mesh.api.evaluation import Evaluation, _rows
     from theval_mesh.core import aggregate
     from theval_mesh.core.results import FAILED, OK, VideoResult
-    from theval_mesh.pure.scoring.final_score import leaderboard
     from theval_mesh.pure.scoring.names import KEYS
 
     gt = VideoResult("GT", "gt/a.mp4", OK, metrics={k: 1.0 + i for i, k in enumerate(KEYS)}, frames_total=50)
@@ -68,8 +67,7 @@ def _evaluation():
     model.metrics["lip_sync"] = math.nan
     bad = VideoResult("m", "m/b.mp4", FAILED, "not a readable video")
     results = [gt, model, bad]
-    board = leaderboard(aggregate.model_rows(results, ["GT", "m"]), gt_name="GT",
-                        weights={"Lip sync": 0})  # m has no lip-sync value: ranked without it
+    board = aggregate.ranked(results, ["GT", "m"], "GT", weights={"Lip sync": 0})  # m has no lip-sync value
     return Evaluation(results=results, leaderboard=_rows(board, results), board=board, paths={})
 
 
@@ -85,6 +83,10 @@ def test_leaderboard_rows_hold_raw_normalised_group_and_final_scores():
                                                     ("Global aesthetic", "Mouth quality", "Face quality")) / 3)
     seven = [v for k, v in m.normalised.items() if k != "Lip sync"]
     assert m.final == pytest.approx(sum(seven) / 7) and "Lip sync" in m.note
+    # intervals: one video a side, so every resample is that video (the GT's resampled too)
+    assert gt_row.final_ci is None and gt_row.raw_ci["Lip dynamics"] == (4.0, 4.0)
+    assert m.final_ci == pytest.approx((m.final, m.final)) and m.groups_ci["Quality"] == pytest.approx((0.0, 0.0))
+    assert m.normalised_ci["Lip dynamics"] == pytest.approx((0.0, 0.0)) and m.raw_ci["Global aesthetic"] == (2.0, 2.0)
 
 
 def test_to_pandas_gives_one_row_per_video_and_per_model():
@@ -101,6 +103,9 @@ def test_to_pandas_gives_one_row_per_video_and_per_model():
     assert board.loc["m", "Lip dynamics"] == m.normalised["Lip dynamics"]
     assert board.loc["m", "raw:Lip dynamics"] == 8.0 and board.loc["m", "n:Lip sync"] == 0
     assert board.loc["GT", "Note"] == "ground truth"
+    assert board.loc["m", "ci_low:Final score"] == pytest.approx(m.final_ci[0])
+    assert board.loc["m", "ci_high:Quality"] == pytest.approx(m.groups_ci["Quality"][1])
+    assert math.isnan(board.loc["GT", "ci_low:Final score"])
 
 
 def test_to_pandas_without_pandas_says_how_to_install_it(monkeypatch):

@@ -141,3 +141,16 @@ def test_a_run_of_the_gt_alone_writes_every_file(tmp_path):
     document = json.loads(paths["results_json"].read_text())
     validate_results(document)
     assert paths["plot"].stat().st_size > 0 and document["comparisons"] == []
+
+
+def test_results_json_summarises_each_models_audio_visual_offsets(tmp_path):
+    res = results()
+    for k, r in enumerate(r for r in res if r.model == "far" and r.status == OK):
+        r.fps = 25.0
+        if k < 4:  # 4 of its 5 scored videos have an estimate: 3 within a frame (40 ms), one beyond
+            r.av_offset = {"ms": [10.0, -20.0, 30.0, 200.0][k], "confidence": 0.5}
+    summary = outputs.offset_summary(res)
+    assert summary["far"] == {"videos": 4, "median_ms": 20.0, "mean_abs_ms": 65.0,
+                              "p90_abs_ms": np.percentile([10, 20, 30, 200], 90), "beyond_one_frame": 0.25}
+    assert summary["GT"] == {"videos": 0, "median_ms": None, "mean_abs_ms": None, "p90_abs_ms": None,
+                             "beyond_one_frame": None}

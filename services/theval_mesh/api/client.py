@@ -6,7 +6,7 @@ scored is not an error but a result with status "failed" and its reason, as ever
 """
 import dataclasses
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ import grpc
 
 from theval_mesh.api.arguments import Models, model_pairs, run_settings
 from theval_mesh.api.errors import error_from_rpc
+from theval_mesh.api.evaluation import LeaderboardRow
 from theval_mesh.backends.media.sources import BYTES_LABEL
 from theval_mesh.core.results import VideoResult
 from theval_mesh.pure.errors import UserError
@@ -176,6 +177,22 @@ class Client:
         m = self._call("CreateReference", request, video=f"reference set {name!r}")
         return Reference(name=m.name, videos=m.videos, scored=m.scored, raw=dict(m.raw), counts=dict(m.counts),
                          failures=[(f.video, f.reason) for f in m.failures])
+
+    def leaderboard(self, reference: str, weights: Mapping[str, float] | str | None = None) -> list[LeaderboardRow]:
+        """The models scored against `reference` (Evaluate with a model), ranked, the GT row first,
+        with their bootstrap intervals (the reference set's means held fixed). Raw means are not
+        in the protocol: `raw` is empty."""
+        spec = weights if isinstance(weights, str) or weights is None else \
+            ",".join(f"{k}={v}" for k, v in weights.items())
+        m = self._call("GetLeaderboard", evaluator_pb2.GetLeaderboardRequest(reference=reference, weights=spec or ""))
+
+        def pairs(field) -> dict:
+            return {name: (i.low, i.high) for name, i in field.items()}
+        return [LeaderboardRow(model=r.model, rank=r.rank or None, final=r.final_score, groups=dict(r.groups),
+                               normalised=dict(r.scores), raw={}, counts=dict(r.counts), is_gt=r.is_gt, note=r.note,
+                               final_ci=(r.final_ci.low, r.final_ci.high) if r.HasField("final_ci") else None,
+                               groups_ci=pairs(r.groups_ci), normalised_ci=pairs(r.scores_ci))
+                for r in m.rows]
 
     # ------------------------------------------------------------------ bulk jobs
     def submit(self, gt: str | Path, models: Models = (), *, gt_name: str = "GT", workers: int | None = None,

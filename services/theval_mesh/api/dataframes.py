@@ -10,6 +10,7 @@ from theval_mesh.pure.scoring.tables import COUNT_PREFIX
 if TYPE_CHECKING:
     import pandas as pd
 
+CI_LOW, CI_HIGH = "ci_low:", "ci_high:"  # the bounds of each score's interval
 RAW_PREFIX = "raw:"  # raw-value columns "raw:<metric>" of the leaderboard, beside the "n:<metric>" counts
 VIDEO_COLUMNS = ("frames_total", "frames_used", "face_frames", "fps", "width", "height", "seconds")
 
@@ -32,15 +33,25 @@ def results_frame(results: list[VideoResult]) -> "pd.DataFrame":
     return pandas().DataFrame(rows, columns=columns)
 
 
+def _bounds(row) -> dict:
+    """ci_low:<name> and ci_high:<name> of the row's normalised scores, groups and Final score (NaN: none)."""
+    intervals = {**row.normalised_ci, **row.groups_ci, **({FINAL: row.final_ci} if row.final_ci else {})}
+    nan = float("nan")
+    return {side + name: intervals.get(name, (nan, nan))[k] for name in (*METRICS, *GROUPS, FINAL)
+            for k, side in enumerate((CI_LOW, CI_HIGH))}
+
+
 def leaderboard_frame(rows) -> "pd.DataFrame":
     """One row per model, indexed by name, in leaderboard order: Rank, the 8 normalised scores, the
-    3 groups and the Final score (leaderboard.csv's columns), then "raw:<metric>" and "n:<metric>"."""
+    3 groups and the Final score (leaderboard.csv's columns), then "raw:<metric>", "n:<metric>",
+    and the bounds of each score's interval, "ci_low:<name>" and "ci_high:<name>"."""
     pd = pandas()
     data = [{"Rank": pd.NA if r.rank is None else r.rank, **r.normalised, **r.groups, FINAL: r.final,
              **{RAW_PREFIX + m: r.raw[m] for m in METRICS}, **{COUNT_PREFIX + m: r.counts.get(m, 0) for m in METRICS},
-             "Note": "ground truth" if r.is_gt else r.note} for r in rows]
-    columns = ["Rank", *METRICS, *GROUPS, FINAL, *(RAW_PREFIX + m for m in METRICS),
-               *(COUNT_PREFIX + m for m in METRICS), "Note"]
+             **_bounds(r), "Note": "ground truth" if r.is_gt else r.note} for r in rows]
+    scored = (*METRICS, *GROUPS, FINAL)
+    columns = ["Rank", *scored, *(RAW_PREFIX + m for m in METRICS), *(COUNT_PREFIX + m for m in METRICS),
+               *(side + name for name in scored for side in (CI_LOW, CI_HIGH)), "Note"]
     frame = pd.DataFrame(data, columns=columns, index=pd.Index([r.model for r in rows], name="Model"))
     frame["Rank"] = frame["Rank"].astype("Int64")
     return frame

@@ -34,6 +34,12 @@ class LeaderboardRow:
     counts: dict[str, int]        # videos behind each mean
     is_gt: bool = False
     note: str = ""                # why a Final score is missing, or which metrics were left out
+    # 95 % bootstrap intervals over videos, (low, high) (pure.scoring.uncertainty; how: the
+    # Evaluation's board.uncertainty); None / empty for the GT row.
+    final_ci: tuple[float, float] | None = None
+    groups_ci: dict[str, tuple[float, float]] = field(default_factory=dict)
+    normalised_ci: dict[str, tuple[float, float]] = field(default_factory=dict)
+    raw_ci: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -120,6 +126,12 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
 
 def _rows(board: Leaderboard, results: list[VideoResult]) -> list[LeaderboardRow]:
     raw = {row.model: row for row in aggregate.model_rows(results, [r.model for r in board.rows])}
-    return [LeaderboardRow(model=r.model, rank=r.rank, final=r.final, groups=dict(r.groups),
-                           normalised=dict(r.scores), raw=dict(raw[r.model].values), counts=dict(r.counts or {}),
-                           is_gt=r.is_gt, note=r.note) for r in board.rows]
+    rows = []
+    for r in board.rows:
+        ci = board.uncertainty.rows.get(r.model) if board.uncertainty else None
+        rows.append(LeaderboardRow(
+            model=r.model, rank=r.rank, final=r.final, groups=dict(r.groups), normalised=dict(r.scores),
+            raw=dict(raw[r.model].values), counts=dict(r.counts or {}), is_gt=r.is_gt, note=r.note,
+            final_ci=ci.final if ci else None, groups_ci=dict(ci.groups) if ci else {},
+            normalised_ci=dict(ci.normalised) if ci else {}, raw_ci=dict(ci.raw) if ci else {}))
+    return rows

@@ -1,5 +1,6 @@
-"""Per-model raw values: the mean over a model's videos, NaN values ignored, counts kept; and the
-per-video values behind them (for the bootstrap)."""
+"""Per-model raw values: the mean over a model's videos, NaN values ignored, counts kept; the
+per-video values behind them (for the bootstrap); and the leaderboard of results with its
+intervals, as every output computes it (files, the API, the evaluator's GetLeaderboard)."""
 import math
 from pathlib import PurePath
 
@@ -7,7 +8,8 @@ import numpy as np
 
 from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.pure.metrics.registry import REGISTRY
-from theval_mesh.pure.scoring.final_score import RawRow
+from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, leaderboard
+from theval_mesh.pure.scoring.uncertainty import bootstrap
 
 
 def model_rows(results: list[VideoResult], models: list[str]) -> list[RawRow]:
@@ -35,3 +37,17 @@ def per_video(results: list[VideoResult], models: list[str]) -> tuple[dict, dict
                                  dtype=float).reshape(len(ok), len(REGISTRY))
         items[model] = [PurePath(r.video).name for r in ok]
     return values, items
+
+
+def ranked(results: list[VideoResult], names: list[str], gt_name: str, weights=None,
+           gt_row: RawRow | None = None) -> Leaderboard:
+    """The leaderboard of `names` (the GT's first) with its bootstrap intervals. gt_row: a GT
+    kept as a fixed row (a reference set's means), not resampled; else the GT's videos are among
+    the results and resampled too."""
+    models = [n for n in names if gt_row is None or n != gt_name]
+    rows = ([gt_row] if gt_row is not None else []) + model_rows(results, models)
+    board = leaderboard(rows, gt_name=gt_name, weights=weights)
+    values, items = per_video(results, models)
+    board.uncertainty = bootstrap(values, gt_name, board.weights, [r.model for r in board.rows if r.rank is not None],
+                                  items=items, gt_fixed=None if gt_row is None else gt_row.values)
+    return board

@@ -110,11 +110,32 @@ def results_document(board: Leaderboard, rows, results: list[VideoResult], run_i
         "bootstrap": None if b is None else {"resamples": b.resamples, "seed": b.seed, "level": b.level,
                                              "gt_resampled": b.gt_resampled},
         "leaderboard": entries,
+        "av_offset": offset_summary(results),
         "comparisons": [] if b is None else [
             {"better": c.better, "worse": c.worse, "difference_ci": _pair(c.difference),
              "paired_items": c.paired_items, "apart": c.apart, "note": "" if c.apart else c.note(b.level)}
             for c in b.comparisons],
     }
+
+
+def offset_summary(results: list[VideoResult]) -> dict:
+    """Per model, its videos' audio-visual offsets: how many have one, the median, the mean and
+    90th percentile of |offset|, and the share beyond one frame of their own video."""
+    import numpy as np
+    per_model: dict[str, list[tuple[float, float]]] = {}
+    for r in results:
+        per_model.setdefault(r.model, [])
+        if r.status == OK and "ms" in r.av_offset and r.fps:
+            per_model[r.model].append((r.av_offset["ms"], 1000.0 / r.fps))
+    out = {}
+    for model, found in per_model.items():
+        ms = np.array([m for m, _ in found])
+        frame = np.array([f for _, f in found])
+        out[model] = {"videos": len(found)} | ({
+            "median_ms": float(np.median(ms)), "mean_abs_ms": float(np.abs(ms).mean()),
+            "p90_abs_ms": float(np.percentile(np.abs(ms), 90)), "beyond_one_frame": float((np.abs(ms) > frame).mean())}
+            if found else dict.fromkeys(("median_ms", "mean_abs_ms", "p90_abs_ms", "beyond_one_frame")))
+    return out
 
 
 def _proxies(provenance: dict | None) -> list[str]:

@@ -167,8 +167,7 @@ class ReferenceSets:
             raise UserError("name the reference set")
         results = self.store.scored(ref.name)
         models = sorted({r.model for r in results})
-        rows = [ref.row()] + aggregate.model_rows(results, models)
-        return leaderboard(rows, gt_name=ref.name, weights=weights)
+        return aggregate.ranked(results, [ref.name] + models, ref.name, weights, gt_row=ref.row())
 
 
 def _nan_reasons(results, metrics) -> str:

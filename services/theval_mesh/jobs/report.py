@@ -9,8 +9,6 @@ from theval_mesh.core import aggregate
 from theval_mesh.core.results import FAILED, VideoResult
 from theval_mesh.jobs import outputs
 from theval_mesh.pure.errors import UserError
-from theval_mesh.pure.scoring.final_score import leaderboard
-from theval_mesh.pure.scoring.uncertainty import bootstrap
 
 
 def write_report(out: Path, store, job) -> tuple:
@@ -21,10 +19,7 @@ def write_report(out: Path, store, job) -> tuple:
     rows = aggregate.model_rows(results, names)
     if rows[0].provenance is None:
         raise UserError(f"no GT video could be scored (see {out / 'results.csv'}): nothing to compare with")
-    board = leaderboard(rows, gt_name=spec.gt_name, weights=spec.weights)
-    values, items = aggregate.per_video(results, names)
-    board.uncertainty = bootstrap(values, spec.gt_name, board.weights,
-                                  ranked=[r.model for r in board.rows if r.rank is not None], items=items)
+    board = aggregate.ranked(results, names, spec.gt_name, spec.weights)
     run_info = {"job": job.id, "gt": spec.inputs[0][1], "models": dict(spec.inputs[1:]),
                 "settings": spec.settings, "workers": spec.workers, "provenance": rows[0].provenance,
                 "warnings": board.warnings}

@@ -14,6 +14,7 @@ from theval_mesh.backends.headpose.backend import HeadPose
 from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.media.decode import VideoInfo
 from theval_mesh.core.results import VideoResult, in_metric_order
+from theval_mesh.pure.scoring.final_score import Leaderboard
 from theval_mesh.pure.settings import SETTINGS, RunSettings
 from theval_mesh.rpc.protocol import RESULT_TRAILER
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
@@ -225,3 +226,29 @@ def failed_result(err) -> VideoResult | None:
     or None when the call failed for another reason (the request, the mesh)."""
     trailer = dict(err.trailing_metadata() or ()).get(RESULT_TRAILER)
     return None if trailer is None else result_from_proto(evaluator_pb2.VideoResult.FromString(trailer))
+
+
+# ------------------------------------------------------------------ leaderboards
+def _interval(pair) -> evaluator_pb2.Interval:
+    return evaluator_pb2.Interval(low=pair[0], high=pair[1])
+
+
+def leaderboard_to_proto(board: Leaderboard) -> evaluator_pb2.Leaderboard:
+    """A leaderboard with its bootstrap intervals (pure.scoring.uncertainty), as GetLeaderboard answers."""
+    b = board.uncertainty
+    out = evaluator_pb2.Leaderboard(reference=board.gt_name, weights=board.weights, warnings=board.warnings)
+    if b is not None:
+        out.intervals.CopyFrom(evaluator_pb2.Intervals(
+            resamples=b.resamples, seed=b.seed, level=b.level, gt_resampled=b.gt_resampled,
+            not_apart=[c.note(b.level) for c in b.comparisons if not c.apart]))
+    for r in board.rows:
+        row = out.rows.add(model=r.model, scores=r.scores, groups=r.groups, final_score=r.final, rank=r.rank or 0,
+                           counts=r.counts or {}, is_gt=r.is_gt, note=r.note)
+        ci = b.rows.get(r.model) if b is not None else None
+        if ci is not None and ci.final is not None:
+            for name, pair in ci.normalised.items():
+                row.scores_ci[name].CopyFrom(_interval(pair))
+            for name, pair in ci.groups.items():
+                row.groups_ci[name].CopyFrom(_interval(pair))
+            row.final_ci.CopyFrom(_interval(ci.final))
+    return out

@@ -15,6 +15,7 @@ from theval_mesh.jobs.reference_store import Reference, ReferenceStore
 from theval_mesh.jobs.submitted import SubmittedJobs
 from theval_mesh.jobs.telemetry import observe_stages, register_jobs
 from theval_mesh.pure.errors import VideoError
+from theval_mesh.pure.scoring.final_score import parse_weights
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import telemetry, wire
 from theval_mesh.rpc.config import MIB, Config
@@ -152,12 +153,8 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
 
     @rpc
     def GetLeaderboard(self, request, context):
-        board = self.sets.leaderboard(request.reference, dict(request.weights) or None)
-        out = evaluator_pb2.Leaderboard(reference=board.gt_name, weights=board.weights, warnings=board.warnings)
-        for r in board.rows:
-            out.rows.add(model=r.model, scores=r.scores, groups=r.groups, final_score=r.final, rank=r.rank or 0,
-                         counts=r.counts or {}, is_gt=r.is_gt, note=r.note)
-        return out
+        weights = parse_weights(request.weights, files=False) if request.weights.strip() else None
+        return wire.leaderboard_to_proto(self.sets.leaderboard(request.reference, weights))
 
     # ------------------------------------------------------------------ bulk jobs (jobs/submitted.py)
     @rpc

@@ -97,11 +97,12 @@ def video_scores(values: Mapping, gt_values: Mapping, weights: Mapping) -> tuple
     return scores, final_score(scores, weights)
 
 
-def parse_weights(spec=None) -> dict:
+def parse_weights(spec=None, files: bool = True) -> dict:
     """Per-metric weights from a mapping, JSON object text, JSON file path, or "Metric=2,Other=0".
 
     Names may be aliases; unspecified metrics weigh 1. Unknown names, negative or non-finite
-    weights, and all-zero weights are errors.
+    weights, and all-zero weights are errors. files=False: text from a remote caller, never read
+    as a path on this machine.
     """
     if spec is None:
         given = {}
@@ -111,7 +112,7 @@ def parse_weights(spec=None) -> dict:
         text = str(spec).strip()
         if text.startswith("{"):
             given = _json_object(text, "weights")
-        elif text.lower().endswith(".json") or os.path.isfile(text):
+        elif files and (text.lower().endswith(".json") or os.path.isfile(text)):
             try:
                 with open(text, encoding="utf-8") as f:
                     given = _json_object(f.read(), text)
