@@ -1,12 +1,12 @@
 """Mesh and embedded mode give IDENTICAL results: same backends, same frames, same composition."""
 import dataclasses
-import math
 
 import grpc
 import pytest
 from mesh_support import Mesh
 
 from theval_mesh.core.engine import Engine
+from theval_mesh.core.results import json_safe
 from theval_mesh.pure.scoring.final_score import RawRow, leaderboard
 from theval_mesh.pure.scoring.names import NAME_OF_KEY
 from theval_mesh.pure.settings import RunSettings
@@ -55,9 +55,7 @@ def mesh_result(mesh, path, settings, model="", content=None):
 
 def comparable(result):
     """Everything but the wall times, with NaN as None (NaN != NaN)."""
-    d = dataclasses.asdict(dataclasses.replace(result, seconds=0.0, timings={}))
-    d["metrics"] = {k: None if math.isnan(v) else v for k, v in d["metrics"].items()}
-    return d
+    return json_safe(dataclasses.asdict(dataclasses.replace(result, seconds=0.0, timings={})))
 
 
 def test_raw_metrics_are_identical_on_the_synthetic_kit(kit, bad, mesh, embedded):

@@ -8,6 +8,7 @@ import numpy as np
 from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import HeadPose
 from theval_mesh.core.frame_pass import FrameSeries
+from theval_mesh.core.drift import temporal_drift
 from theval_mesh.core.trace import video_trace
 from theval_mesh.pure.metrics.av_offset import av_offset
 from theval_mesh.pure.metrics.eyebrow import eyebrow_dynamics
@@ -33,6 +34,7 @@ class MetricValues:
     warnings: list[str] = field(default_factory=list)
     av_offset: dict[str, float] = field(default_factory=dict)
     trace: dict[str, list[float]] = field(default_factory=dict)  # core.trace: for the report
+    drift: dict = field(default_factory=dict)  # core.drift: metrics per window of a long video
     _since: float = field(default_factory=time.perf_counter)
 
     def set(self, key: str, value: float, reason_if_nan: str, frames: int):
@@ -162,4 +164,5 @@ def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, setting
             m.set(metric.key, value, reason, frames)
     m.av_offset = _av_offset(video)
     m.trace = video_trace(fs, pose, audio, settings.profile)
+    m.drift = temporal_drift(video, _ARGUMENTS)
     return m

@@ -14,6 +14,17 @@ def in_metric_order(d: dict) -> dict:
     return {k: d[k] for k in sorted(d, key=lambda k: (KEYS.index(k) if k in KEYS else len(KEYS), k))}
 
 
+def json_safe(value):
+    """NaN as null, at any depth (JSON has no NaN)."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 @dataclass
 class VideoResult:
     model: str
@@ -37,14 +48,14 @@ class VideoResult:
     av_offset: dict[str, float] = field(default_factory=dict)
     # The signals over time the report plots (core.trace); NaN where a frame has no face.
     trace: dict[str, list[float]] = field(default_factory=dict)
+    # Beyond THEval: the quality and motion metrics per 5 s window of a video longer than two
+    # windows, with intervals and drift flags (core.drift); empty for shorter videos.
+    drift: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
-        d = asdict(self)
-        d["metrics"] = {k: (None if math.isnan(v) else v) for k, v in self.metrics.items()}
-        d["trace"] = {k: [None if math.isnan(v) else v for v in vs] for k, vs in self.trace.items()}
-        return json.dumps(d, sort_keys=True)
+        return json.dumps(json_safe(asdict(self)), sort_keys=True, allow_nan=False)
 
     @classmethod
     def from_json(cls, line: str) -> "VideoResult":

@@ -149,7 +149,7 @@ def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames)
                                else "no audio track: synchronisation metrics are NaN"))
     values = compute_metrics(series, pose, audio_series, s)
     result.metrics, result.nan_reasons, result.counts = values.values, values.nan_reasons, values.counts
-    result.av_offset, result.trace = values.av_offset, values.trace
+    result.av_offset, result.trace, result.drift = values.av_offset, values.trace, values.drift
     result.warnings.extend(values.warnings)
     result.timings.update({f"metric:{k}": round(v, 6) for k, v in values.seconds.items()})
 

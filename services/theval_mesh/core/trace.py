@@ -47,7 +47,7 @@ def _eyebrow(points_px: np.ndarray) -> np.ndarray:
     return out
 
 
-def _quality_frames(fs: FrameSeries, profile: str) -> dict[str, np.ndarray]:
+def quality_frames(fs: FrameSeries, profile: str) -> dict[str, np.ndarray]:
     """The frame index behind each quality score: the frame pass scores global aesthetic on every
     used frame, face quality on every used frame (reference: the full frame) or on each frame with a
     face (paper: its crop), mouth quality on each frame whose mouth pass found a face. A list whose
@@ -86,7 +86,7 @@ def video_trace(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, profile: st
     points_px = single.points[:, :, :2].astype(np.float64) * np.array([fs.width, fs.height])
     trace["eyebrow"] = _round(_eyebrow(points_px[pick]))
 
-    for key, scored in _quality_frames(fs, profile).items():
+    for key, scored in quality_frames(fs, profile).items():
         scores = np.asarray(getattr(fs, key), dtype=np.float64)
         at = dict(zip(scored.tolist(), scores))
         trace[key] = _round([at.get(int(f), np.nan) for f in frames[pick]])

@@ -170,6 +170,7 @@ def _video_entry(k: int, r: dict) -> dict:
         "normalised": {NAME_OF_KEY[m]: v for m, v in (r.get("normalised") or {}).items() if m in NAME_OF_KEY},
         "nan_reasons": {NAME_OF_KEY.get(m, m): why for m, why in r.get("nan_reasons", {}).items()},
         "warnings": [w for w in r.get("warnings", []) if not w.startswith("Traceback")],
+        "drift": (r.get("drift") or {}).get("flags", []),
         "av_offset": r.get("av_offset") or {}, "frames": [r.get("frames_used"), r.get("frames_total")],
         "t": t, "series": series, "speech": trace.get("speech", []),
         "worst": {key: trace.get(f"worst_{key}", []) for key in THUMBNAIL_METRICS}, "thumbs": {},

@@ -41,7 +41,7 @@ def write_results_csv(results: list[VideoResult], board: Leaderboard, path: Path
     cols = (["model", "video", "status", "reason"] + keys + ["av_offset_ms", "av_offset_confidence"]
             + [f"norm_{k}" for k in keys] + ["final_score"]
             + ["nan_reasons", "frames_total", "frames_used", "face_frames", "fps", "width", "height",
-               "seconds", "warnings", "provenance"])
+               "seconds", "warnings", "drift_flags", "provenance"])
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
@@ -54,7 +54,7 @@ def write_results_csv(results: list[VideoResult], board: Leaderboard, path: Path
                 "; ".join(f"{k}: {v}" for k, v in r.nan_reasons.items()), r.frames_total, r.frames_used,
                 r.face_frames, r.fps, r.width, r.height, r.seconds,
                 " | ".join(w for w in r.warnings if not w.startswith("Traceback")),
-                json.dumps(r.provenance, sort_keys=True)])
+                " | ".join(r.drift.get("flags", [])), json.dumps(r.provenance, sort_keys=True)])
 
 
 def _jsonl_line(r: VideoResult, board: Leaderboard) -> str:

@@ -13,7 +13,7 @@ from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import HeadPose
 from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.media.decode import VideoInfo
-from theval_mesh.core.results import VideoResult, in_metric_order
+from theval_mesh.core.results import VideoResult, in_metric_order, json_safe
 from theval_mesh.pure.scoring.final_score import Leaderboard
 from theval_mesh.pure.settings import SETTINGS, RunSettings
 from theval_mesh.rpc.protocol import RESULT_TRAILER
@@ -207,7 +207,8 @@ def result_to_proto(r: VideoResult) -> evaluator_pb2.VideoResult:
         frames_used=r.frames_used, face_frames=r.face_frames, fps=r.fps, width=r.width, height=r.height,
         seconds=r.seconds, warnings=r.warnings, settings_json=json.dumps(r.settings),
         provenance_json=json.dumps(r.provenance), timings=r.timings, av_offset=r.av_offset,
-        trace={k: evaluator_pb2.Series(values=v) for k, v in r.trace.items()})
+        trace={k: evaluator_pb2.Series(values=v) for k, v in r.trace.items()},
+        drift_json=json.dumps(json_safe(r.drift), allow_nan=False) if r.drift else "")
 
 
 def result_from_proto(m: evaluator_pb2.VideoResult) -> VideoResult:
@@ -218,7 +219,7 @@ def result_from_proto(m: evaluator_pb2.VideoResult) -> VideoResult:
         face_frames=m.face_frames, fps=m.fps, width=m.width, height=m.height, seconds=m.seconds,
         warnings=list(m.warnings), settings=json.loads(m.settings_json or "{}"),
         provenance=json.loads(m.provenance_json or "{}"), timings=dict(m.timings), av_offset=dict(m.av_offset),
-        trace={k: list(v.values) for k, v in m.trace.items()})
+        trace={k: list(v.values) for k, v in m.trace.items()}, drift=json.loads(m.drift_json or "{}"))
 
 
 def failed_result(err) -> VideoResult | None:
