@@ -9,6 +9,8 @@
 3. Each image's build context: exactly the wheels it installs (hard links), resolved offline by
    pip against the wheelhouse, minus those of its parent (the torch runtime); then `docker build
    --network none`, so nothing is downloaded and the layer cache makes rebuilds incremental.
+4. The images an earlier build made and this one superseded (old tags, old build stages: gigabytes
+   each time the dependencies change) are removed; nothing this project did not build is touched.
 """
 import argparse
 import hashlib
@@ -91,6 +93,11 @@ def run(cmd, **kw):
 
 def have_image(ref: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode == 0
+
+
+def image_id(ref: str) -> str:
+    return subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", ref], capture_output=True, text=True,
+                          check=True).stdout.strip().removeprefix("sha256:")[:12]
 
 
 def image_size(ref: str) -> int:
@@ -210,11 +217,58 @@ def build(image: Image, base: dict, wheels: Path, no_cache: bool = False) -> dic
     # The classic builder: BuildKit needs the buildx plugin, which Debian's docker.io lacks.
     done = subprocess.run([str(c) for c in cmd + [folder]], capture_output=True, text=True,
                           env={**os.environ, "DOCKER_BUILDKIT": "0"})
+    # Every image the build used or made: each step prints " ---> ID" (build stages included).
+    used = set(re.findall(r"---> ([0-9a-f]{12})\b", done.stdout))
     if done.returncode != 0:
+        remember({image.name: used})  # a failed build's images are removed by the next one
         raise SystemExit(f"error: building {tag(image.name)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     shutil.rmtree(folder, ignore_errors=True)
+    used.add(image_id(tag(image.name)))
     return {"image": tag(image.name), "bytes": image_size(tag(image.name)),
-            "seconds": round(time.monotonic() - start, 1)}
+            "seconds": round(time.monotonic() - start, 1), "used": sorted(used)}
+
+
+def ledger_file() -> Path:
+    """What each image's builds made ({image name: image ids}): so that only those are removed."""
+    return cache_dir() / "built-images.json"
+
+
+def dangling() -> set:
+    return set(subprocess.run(["docker", "images", "-q", "--filter", "dangling=true"], capture_output=True,
+                              text=True).stdout.split())
+
+
+def remember(ids: dict, keep=frozenset()):
+    """Record `ids` ({image name: ids}) as this project's, replacing what a name had except `keep`."""
+    path = ledger_file()
+    ledger = json.loads(path.read_text()) if path.is_file() else {}
+    for name, new in ids.items():
+        ledger[name] = sorted(set(new) | (set(ledger.get(name, ())) & set(keep)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(ledger, indent=1))
+
+
+def remove_superseded(used: dict) -> int:
+    """Remove the dangling images that earlier builds of these images made and this build no longer
+    uses ({image name: ids used}); returns how many. Images this project did not build, and the
+    build cache of images not rebuilt now, are never touched."""
+    path = ledger_file()
+    ledger = json.loads(path.read_text()) if path.is_file() else {}
+    earlier = {i for name in used for i in ledger.get(name, ())}
+    stale = sorted((earlier & dangling()) - set().union(*used.values()))
+    if stale:
+        subprocess.run(["docker", "rmi", *stale], capture_output=True)  # one still a parent stays
+    remember(used, keep=dangling())  # and is tried again next time
+    return len(stale)
+
+
+def warn_if_short_of_disk(need: float = 30e9):
+    """A build that runs out of disk fails deep in a layer copy: say so before it starts."""
+    root = subprocess.run(["docker", "info", "-f", "{{.DockerRootDir}}"], capture_output=True, text=True).stdout.strip()
+    free = shutil.disk_usage(root).free if root and Path(root).is_dir() else need
+    if free < need:
+        log(f"warning: {free / 1e9:.1f} GB free under {root}; building every image from nothing takes about "
+            f"{need / 1e9:.0f} GB (a rebuild far less). `docker image prune` frees what other builds left behind")
 
 
 def build_all(names=None, base: str | None = None, no_cache: bool = False) -> list[dict]:
@@ -227,9 +281,14 @@ def build_all(names=None, base: str | None = None, no_cache: bool = False) -> li
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         raise SystemExit("error: no Docker engine answers; start one (`dockerd &`, or `./dev containers up`, which "
                          "starts one when none runs) and try again")
+    warn_if_short_of_disk()
     base_images = bases(base) if any(not IMAGES[n].own_base for n in order) else {}
     wheels = wheelhouse()
-    return [build(IMAGES[n], base_images, wheels, no_cache) for n in order]
+    built = [build(IMAGES[n], base_images, wheels, no_cache) for n in order]
+    removed = remove_superseded({name: set(b.pop("used")) for name, b in zip(order, built)})
+    if removed:
+        log(f"removed {removed} superseded image(s) of earlier builds")
+    return built
 
 
 def main(argv=None) -> int:

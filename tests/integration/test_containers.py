@@ -105,6 +105,31 @@ def test_each_image_holds_its_service_only_and_is_labelled(built):
                   "ls /root/.cache /tmp/.cache 2>/dev/null; command -v gcc cc || true") == ""
 
 
+def test_a_build_removes_the_images_it_superseded_and_nothing_else(built, tmp_path, monkeypatch):
+    """Each rebuild after a dependency change leaves gigabytes of old images: `./dev images` removes
+    those its own ledger lists, never another project's dangling images."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # a ledger of this test's own
+
+    def build(repository, label):  # distinct content per repository: equal images share an id
+        key = repository.replace("/", ".")
+        (tmp_path / "Dockerfile").write_text(f"FROM {built['headpose']['image']}\nLABEL {key}={label}\n")
+        subprocess.run(["docker", "build", "-q", "--network", "none", "-t", f"{repository}:probe", str(tmp_path)],
+                       check=True, capture_output=True, env={**os.environ, "DOCKER_BUILDKIT": "0"})
+        return images.image_id(f"{repository}:probe")
+
+    old, foreign_old = build("theval-test/ours", 1), build("theval-test/foreign", 1)
+    new, _ = build("theval-test/ours", 2), build("theval-test/foreign", 2)  # the old ones dangle
+    try:
+        assert {old, foreign_old} <= images.dangling()
+        images.remember({"ours": {old}})
+        assert images.remove_superseded({"ours": {new}}) == 1
+        assert old not in images.dangling() and foreign_old in images.dangling()
+        assert json.loads(images.ledger_file().read_text()) == {"ours": [new]}
+    finally:
+        subprocess.run(["docker", "rmi", "theval-test/ours:probe", "theval-test/foreign:probe", foreign_old, old],
+                       capture_output=True)
+
+
 def test_every_container_runs_read_only_as_its_user(mesh):
     for service in containers.SERVICES:
         c = containers.container_of(service)
