@@ -233,6 +233,10 @@ def ledger_file() -> Path:
     return cache_dir() / "built-images.json"
 
 
+def read_ledger() -> dict:
+    return json.loads(ledger_file().read_text()) if ledger_file().is_file() else {}
+
+
 def dangling() -> set:
     return set(subprocess.run(["docker", "images", "-q", "--filter", "dangling=true"], capture_output=True,
                               text=True).stdout.split())
@@ -240,20 +244,18 @@ def dangling() -> set:
 
 def remember(ids: dict, keep=frozenset()):
     """Record `ids` ({image name: ids}) as this project's, replacing what a name had except `keep`."""
-    path = ledger_file()
-    ledger = json.loads(path.read_text()) if path.is_file() else {}
+    ledger = read_ledger()
     for name, new in ids.items():
         ledger[name] = sorted(set(new) | (set(ledger.get(name, ())) & set(keep)))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(ledger, indent=1))
+    ledger_file().parent.mkdir(parents=True, exist_ok=True)
+    ledger_file().write_text(json.dumps(ledger, indent=1))
 
 
 def remove_superseded(used: dict) -> int:
     """Remove the dangling images that earlier builds of these images made and this build no longer
     uses ({image name: ids used}); returns how many. Images this project did not build, and the
     build cache of images not rebuilt now, are never touched."""
-    path = ledger_file()
-    ledger = json.loads(path.read_text()) if path.is_file() else {}
+    ledger = read_ledger()
     earlier = {i for name in used for i in ledger.get(name, ())}
     stale = sorted((earlier & dangling()) - set().union(*used.values()))
     if stale:

@@ -1,20 +1,18 @@
 """The files of `theval align`: per-model scores (results.json or a leaderboard CSV), human
 preferences (pairwise judgements or win rates), and alignment.csv / alignment.json."""
 import csv
-import io
 import json
 import math
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring.alignment import WinRate, format_p, win_rates
 from theval_mesh.pure.scoring.final_score import final_score, group_scores
 from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS, canonical_metric
+from theval_mesh.pure.scoring.tables import published_human_correlation
 
 RESULTS_JSON = "results.json"
-PUBLISHED = "published_human_correlation.csv"
 PAIRWISE_COLUMNS = ("model_a", "model_b", "preferred")
 WIN_RATE_COLUMNS = ("model", "win_rate")
 NOT_SCORES = {"rank", "note", "type"}  # numeric-looking or descriptive columns that are no score
@@ -132,8 +130,9 @@ def _with_groups(scores: Scores, named: dict) -> Scores:
         models = list(named[METRICS[0]])
         per_model = {m: {k: named[k][m] for k in METRICS} for m in models}
         missing = [g for g in (*GROUPS, FINAL) if g not in named]
+        groups = {m: group_scores(per_model[m]) for m in models}
         for g in GROUPS:
-            named.setdefault(g, {m: group_scores(per_model[m])[g] for m in models})
+            named.setdefault(g, {m: groups[m][g] for m in models})
         named.setdefault(FINAL, {m: final_score(per_model[m]) for m in models})
         if missing:
             scores.notes.append(f"{', '.join(missing)}: not in {scores.source}, computed from the 8 "
@@ -195,17 +194,13 @@ def _given_rates(path: Path, rows: list[dict]) -> dict:
 
 
 # ------------------------------------------------------------------------------ published figures
-def _published_text() -> str:
-    return resources.files("theval_mesh").joinpath("data", PUBLISHED).read_text(encoding="utf-8-sig")
-
-
 def published_header() -> list[str]:
-    return next(csv.reader(io.StringIO(_published_text())))
+    return published_human_correlation()[0]
 
 
 def published_correlations() -> dict:
     """metric -> the published row (its cells as printed)."""
-    return {r["Metric"]: r for r in csv.DictReader(io.StringIO(_published_text()))}
+    return published_human_correlation()[1]
 
 
 # ------------------------------------------------------------------------------ outputs

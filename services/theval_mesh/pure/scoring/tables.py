@@ -144,6 +144,13 @@ def published_leaderboard() -> list[dict]:
     return out
 
 
+def published_human_correlation() -> tuple[list[str], dict]:
+    """The paper's Table 2 as printed: its header, and metric -> row (cells as text)."""
+    reader = csv.DictReader(io.StringIO(_data_text("published_human_correlation.csv")))
+    rows = {r["Metric"]: r for r in reader}
+    return list(reader.fieldnames), rows
+
+
 # ------------------------------------------------------------------------------ leaderboards
 def _fmt(value, decimals: int, nan: str) -> str:
     return nan if math.isnan(value) else f"{value:.{decimals}f}"
