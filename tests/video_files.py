@@ -77,3 +77,21 @@ def image_bytes(fmt, frames=1, **kw):
     data = io.BytesIO()
     images[0].save(data, fmt, save_all=frames > 1, append_images=images[1:], **kw)
     return data.getvalue()
+
+
+def without_decoder(path, stream: str):
+    """The MP4 at `path` rewritten so that ffmpeg has no decoder for its `stream` ("video" or "audio"),
+    as byte damage to a header does: the H.264 sample entry renamed, or the AAC track's object
+    type set to 1 (MPEG-4 Systems). PyAV then opens the stream with no codec context."""
+    data = bytearray(open(path, "rb").read())
+    if stream == "video":
+        data = data.replace(b"avc1", b"zzzz")
+    else:
+        at = data.find(b"esds")
+        at = data.find(b"\x04", at + 8)  # the DecoderConfigDescriptor tag
+        while data[at + 1] & 0x80:  # its length, in 7-bit groups
+            at += 1
+        assert data[at + 2] == 0x40, "not an AAC track"
+        data[at + 2] = 0x01
+    open(path, "wb").write(bytes(data))
+    return path

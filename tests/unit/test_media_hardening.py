@@ -1,12 +1,14 @@
 """Inputs a security probe sent: lying headers, images named .mp4, bogus time bases, rotated
 phone videos and NaN audio. Every file is written here with PyAV, numpy and PIL (no mocks)."""
 import io
+import subprocess
+import sys
 import struct
 
 import av
 import numpy as np
 import pytest
-from video_files import gradient, image_bytes, raw_h264, tone, write_video
+from video_files import gradient, image_bytes, raw_h264, tone, without_decoder, write_video
 
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.pure.errors import InputTooLarge, VideoError
@@ -245,3 +247,50 @@ print("PEAK_MB", next(int(l.split()[1]) for l in open("/proc/self/status") if l.
     assert run.returncode == 0, run.stderr[-2000:]
     peak = int(run.stdout.split("PEAK_MB")[1])
     assert peak < 1500, f"peak RSS {peak} MB"  # the 40 frames alone would be 2,013 MB
+
+
+# 6. Damage a fuzzer found: a stream whose codec ffmpeg cannot name.
+
+def test_a_video_stream_without_a_decoder_is_a_video_error(tmp_path):
+    path = without_decoder(write_video(tmp_path / "v.mp4", gradient(5), audio=tone(0.2)), "video")
+    with pytest.raises(VideoError, match=r"the video stream's codec is unknown to ffmpeg .*re-encode it"):
+        MediaReader(path)
+
+
+def test_an_audio_stream_without_a_decoder_is_an_unusable_track_with_the_reason(tmp_path):
+    path = without_decoder(write_video(tmp_path / "a.mp4", gradient(5), audio=tone(0.2)), "audio")
+    r = MediaReader(path)
+    assert len(list(r.frames())) == 5
+    assert r.audio.problem == "the audio stream's codec is unknown to ffmpeg" and not len(r.audio.samples)
+    assert MediaReader(path).read_audio().problem == r.audio.problem
+
+
+# 7. Limits before any frame is decoded.
+
+def test_a_huge_header_is_refused_before_any_frame_is_decoded(tmp_path):
+    """The header's size is checked before the first frame is decoded for its rotation: opening a
+    6000x6000 file used to decode a 54 MB picture first. Measured in a fresh process: its peak RSS
+    (VmHWM; ru_maxrss would carry this test process's peak over the exec)."""
+    path = raw_h264(tmp_path / "huge.mp4", [(6000, 6000, 1)])
+    code = ("import re, sys\n"
+            "from theval_mesh.backends.media.decode import MediaReader\n"
+            "from theval_mesh.pure.errors import InputTooLarge\n"
+            "def peak():\n    return int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1])\n"
+            "before = peak()\n"
+            "try:\n    MediaReader(sys.argv[1])\nexcept InputTooLarge as err:\n    print(err.reason)\n"
+            "print(peak() - before)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    reason, grown_kb = out.stdout.strip().splitlines()
+    assert reason.startswith("resolution 6000x6000 is over the 4096 px limit")
+    assert int(grown_kb) < 20_000, f"opening grew the process by {int(grown_kb) // 1024} MB"
+
+
+def test_the_decoder_itself_refuses_a_picture_over_the_bound(tmp_path):
+    """A header that says 64x64 and a stream that switches to 3000x3000: ffmpeg's max_pixels stops
+    the decoder before it allocates the big picture (the per-frame check would only come after it,
+    as InputTooLarge naming the decoded size)."""
+    path = raw_h264(tmp_path / "switch.mp4", [(64, 64, 30), (3000, 3000, 1)])
+    r = MediaReader(path, Limits(max_side_px=1000))
+    assert (r.info.width, r.info.height) == (64, 64)
+    with pytest.raises(VideoError, match=r"corrupt stream after 30 frames"):
+        list(r.frames())

@@ -20,6 +20,7 @@ import av
 import numpy as np
 
 MOVIEPY_RATE = 44100
+MAX_CHANNELS = 8  # 7.1 surround; more in a talking-head video is a damaged header
 MOVIEPY_CLIP = 32440  # int16(0.99 * 32768): moviepy's +-0.99 clip on 16-bit samples
 EXTRACTION = {
     "reference": "lip-sync: moviepy 1.0.3 defaults (44.1 kHz stereo 16-bit via libswresample, "
@@ -93,6 +94,7 @@ class AudioGatherer:
 
     def __init__(self, reference: bool):
         self.chunks, self.rate, self.samples = [], 0, 0
+        self.shape = (0, 0)  # (channels, sample rate) of the first frame
         self.problem: str | None = None
         self.extractions = (_Pcm16(), _Pcm16("stereo", MOVIEPY_RATE, MOVIEPY_CLIP)) if reference else ()
 
@@ -102,7 +104,22 @@ class AudioGatherer:
         return self.samples / self.rate if self.rate else 0.0
 
     def add(self, frame):
-        self.rate = frame.sample_rate
+        shape = (len(frame.layout.channels), frame.sample_rate)
+        planes = shape[0] if frame.format.is_planar else 1
+        if not self.problem and (shape[0] > MAX_CHANNELS or len(frame.planes) != planes):
+            # A damaged header (e.g. an AAC config saying 22.2): PyAV's to_ndarray of such a frame
+            # reads past its buffers and crashes the process. Never converted.
+            self.problem = (f"the audio track claims {shape[0]} channels in {len(frame.planes)} planes (a damaged "
+                            "header): re-encode it")
+            self.chunks = []
+        if self.rate and shape != self.shape and not self.problem:
+            # A damaged or spliced track: samples of two formats cannot make one signal.
+            self.problem = (f"the audio track changes from {self.shape[0]} channel(s) at {self.shape[1]} Hz to "
+                            f"{shape[0]} at {shape[1]} Hz midway (damaged or spliced): re-encode it")
+            self.chunks = []
+        if not self.rate:
+            self.shape = shape
+        self.rate = self.rate or frame.sample_rate
         self.samples += frame.samples
         if self.problem:
             return

@@ -43,7 +43,17 @@ IMAGE_FORMATS = {"image2", "gif", "apng"}
 IMAGE_CODECS = {"png", "apng", "mjpeg", "jpeg2000", "gif", "bmp", "webp", "tiff", "qoi", "jpegxl"}
 
 
-def _open(path: str) -> av.container.InputContainer:
+def _decoder_bound(limits: Limits) -> dict:
+    """ffmpeg's own bound on each picture a decoder allocates (AVCodecContext.max_pixels): a
+    header or a new SPS that claims a huge picture fails inside the decoder, before the memory is
+    taken. Twice max_side_px squared: decoders count their padding, and what passes max_side_px
+    (checked on each decoded frame) must never be refused here."""
+    return {"max_pixels": str(min(2 * limits.max_side_px ** 2, 2 ** 31 - 1))}
+
+
+def _open(path: str, limits: Limits) -> av.container.InputContainer:
+    """The container, probed: ffmpeg decodes a few frames while it probes, under the bound too
+    (given as options, which ffmpeg applies to every stream a demuxer declares before probing)."""
     p = Path(path)
     if not p.exists():
         raise VideoError(path, "file not found: check the path")
@@ -52,7 +62,7 @@ def _open(path: str) -> av.container.InputContainer:
     if p.stat().st_size == 0:
         raise VideoError(path, "empty file (0 bytes)")
     try:
-        return av.open(str(p))
+        return av.open(str(p), options=_decoder_bound(limits))
     except (av.error.InvalidDataError, av.error.FFmpegError, UnicodeDecodeError) as err:
         raise VideoError(path, f"not a readable video (the container cannot be parsed: {err})") from err
 
@@ -76,14 +86,16 @@ def _frame_rate(v) -> float:
     return float(v.average_rate or v.guessed_rate or 0)
 
 
-def _rotation(path: str) -> int:
+def _rotation(path: str, limits: Limits) -> int:
     """The display rotation (see VideoInfo.rotation). PyAV shows the display matrix only on
-    decoded frames, so the first frame is decoded from a second, throwaway opening."""
+    decoded frames, so the first frame is decoded from a second, throwaway opening: only once the
+    header passed the limits, and with the decoder bounded as the real decode is."""
     try:
-        with av.open(path) as c:
+        with _open(path, limits) as c:
+            c.streams.video[0].codec_context.options = _decoder_bound(limits)
             for frame in c.decode(video=0):
                 return round(-frame.rotation / 90) % 4 * 90  # frame.rotation is counter-clockwise
-    except (av.error.FFmpegError, UnicodeDecodeError):
+    except (VideoError, av.error.FFmpegError, UnicodeDecodeError):
         pass  # the real decode reports the problem
     return 0
 
@@ -105,10 +117,13 @@ class MediaReader:
         if size > limits.max_bytes:
             raise InputTooLarge(self.path, f"file is {size / 1e6:.0f} MB, over the {limits.max_bytes / 1e6:.0f} MB "
                                         "limit (raise THEVAL_MAX_BYTES)")
-        self._container = _open(self.path)
+        self._container = _open(self.path, limits)
         try:
             self.info = self._read_info()
-            self._check_limits()
+            self._container.streams.video[0].codec_context.options = _decoder_bound(limits)
+            # A track ffmpeg cannot decode: the video is scored, its audio is unusable (with the reason).
+            self._audio_problem = ("the audio stream's codec is unknown to ffmpeg" if self.info.has_audio
+                                   and self._container.streams.audio[0].codec_context is None else None)
         except VideoError:
             self._container.close()
             raise
@@ -121,6 +136,9 @@ class MediaReader:
         if not c.streams.video:
             raise VideoError(self.path, "no video stream in the file")
         v = c.streams.video[0]
+        if v.codec_context is None:  # a codec id or tag ffmpeg has no decoder for (a damaged header)
+            raise VideoError(self.path, "the video stream's codec is unknown to ffmpeg (a damaged or unsupported "
+                                        "file): re-encode it, e.g. `ffmpeg -i IN -c:v libx264 OUT.mp4`")
         a = c.streams.audio[0] if c.streams.audio else None
         kind = _image_kind(c, v)
         if kind:
@@ -131,11 +149,15 @@ class MediaReader:
             raise VideoError(self.path, "video stream has no frame rate")
         duration = self._duration(v)
         container_s = c.duration / av.time_base if c.duration else duration
-        rotation = _rotation(self.path)
         w, h = v.codec_context.width, v.codec_context.height
-        return VideoInfo(self.path, *((h, w) if rotation % 180 else (w, h)), fps, duration, a is not None,
-                         v.codec_context.name, header_frames=v.frames or int(container_s * fps + 0.5),
-                         guessed_fps=float(v.guessed_rate or fps), rotation=rotation)
+        info = VideoInfo(self.path, w, h, fps, duration, a is not None, v.codec_context.name,
+                         header_frames=v.frames or int(container_s * fps + 0.5), guessed_fps=float(v.guessed_rate or fps))
+        # Every limit holds whichever way the picture is turned: checked before anything is decoded.
+        self._check_limits(info)
+        info.rotation = _rotation(self.path, self.limits)
+        if info.rotation % 180:
+            info.width, info.height = h, w
+        return info
 
     def _duration(self, v) -> float:
         if v.duration is not None and v.time_base is not None:
@@ -144,8 +166,8 @@ class MediaReader:
             return self._container.duration / av.time_base
         return 0.0
 
-    def _check_limits(self):
-        i, lim = self.info, self.limits
+    def _check_limits(self, i: VideoInfo):
+        lim = self.limits
         if max(i.width, i.height) > lim.max_side_px:
             raise InputTooLarge(self.path, f"resolution {i.width}x{i.height} is over the {lim.max_side_px} px limit "
                                         "(raise THEVAL_MAX_SIDE_PX or downscale the video)")
@@ -192,8 +214,8 @@ class MediaReader:
         """Yield (index, RGB uint8 HxWx3) for every frame, gathering the audio on the way."""
         c = self._container
         v = c.streams.video[0]
-        streams = [v] + ([c.streams.audio[0]] if self.info.has_audio else [])
-        audio = AudioGatherer(self.reference_audio)
+        streams = [v] + ([c.streams.audio[0]] if self.info.has_audio and not self._audio_problem else [])
+        audio = self._gatherer()
         try:
             for packet in c.demux(*streams):
                 for frame in packet.decode():
@@ -219,9 +241,9 @@ class MediaReader:
         if not self.info.has_audio:
             self.close()
             return None
-        audio = AudioGatherer(self.reference_audio)
+        audio = self._gatherer()
         try:
-            for frame in self._container.decode(audio=0):
+            for frame in ([] if self._audio_problem else self._container.decode(audio=0)):
                 check(cancelled)
                 audio.add(frame)
                 self._check_audio(audio)
@@ -230,6 +252,11 @@ class MediaReader:
         finally:
             self.close()
         return audio.finish()
+
+    def _gatherer(self) -> AudioGatherer:
+        audio = AudioGatherer(self.reference_audio)
+        audio.problem = self._audio_problem
+        return audio
 
     def close(self):
         self._container.close()
