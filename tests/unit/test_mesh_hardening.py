@@ -10,12 +10,12 @@ import pytest
 
 from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.media.sources import MAX_URI_BYTES, resolve_uri
-from theval_mesh.pure.errors import AccessDenied, InputTooLarge, ServiceError, VideoError
+from theval_mesh.pure.errors import KEEP_DETAIL, MAX_DETAIL, AccessDenied, InputTooLarge, ServiceError, VideoError
 from theval_mesh.pure.limits import Limits
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.config import MIB, Config
 from theval_mesh.rpc.servicers.common import MAX_FPS, request_limit
-from theval_mesh.rpc.status import KEEP_DETAIL, MAX_DETAIL, status_of
+from theval_mesh.rpc.status import status_of
 from theval_mesh.rpc.v1 import common_pb2, headpose_pb2, landmarks_pb2, quality_pb2
 
 C = grpc.StatusCode
@@ -191,10 +191,10 @@ def test_an_internal_error_shows_an_id_and_logs_it_with_a_short_text(caplog):
         unexpected()
     except ValueError as e:
         err = e
-    with caplog.at_level(logging.ERROR, logger="theval.status"):
+    with caplog.at_level(logging.ERROR, logger="theval.internal"):
         code, detail = status_of(err, "Estimate")
     assert code == C.INTERNAL and "/srv/private" not in detail
-    assert detail.startswith("internal error; see the server log (error ")
+    assert detail.startswith("internal error; see the log (error ")
     error_id = detail.rsplit(" ", 1)[1].rstrip(")")
     (record,) = caplog.records
     line = record.getMessage()

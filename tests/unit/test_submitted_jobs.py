@@ -1,6 +1,8 @@
 """Jobs submitted to the evaluator in plain Python (jobs.submitted; real SQLite, real folders, a
 real process as a driver that dies): what a submission must name, the limits, and each caller
 seeing only its own jobs. Jobs that run to the end: tests/integration/test_mesh_jobs.py."""
+import logging
+import re
 import subprocess
 import sys
 
@@ -86,14 +88,20 @@ def test_updates_follow_a_job_to_its_end_and_stop_with_the_caller(jobs):
     assert [j.state for j in follow] == ["done"]  # and it ends
 
 
-def test_a_driver_that_dies_before_the_end_leaves_its_job_interrupted_with_why(jobs, tmp_path):
+def test_a_driver_that_dies_before_the_end_leaves_its_job_interrupted_with_why(jobs, tmp_path, caplog):
     job = a_job(jobs)
     log_file = tmp_path / "driver.log"
     with open(log_file, "w") as out:
-        driver = subprocess.Popen([sys.executable, "-c", "print('ray: no space left'); raise SystemExit(3)"],
+        driver = subprocess.Popen([sys.executable, "-c", "print('ray: no space left in /srv/x'); raise SystemExit(3)"],
                                   stdout=out)
     jobs._drivers[job.id] = driver
-    jobs._watch(job.id, driver, log_file)
+    with caplog.at_level(logging.ERROR, logger="theval.jobs"):
+        jobs._watch(job.id, driver, log_file)
     after = jobs.store.get(job.id)
-    assert after.state == "interrupted" and after.error == "its driver exited with code 3: ray: no space left"
+    # The caller sees the exit code and an id, never the driver's output (paths, hosts, tracebacks) ...
+    error_id = re.fullmatch(r"its driver exited with code 3; see the evaluator's log \(error ([0-9a-f]{8})\)",
+                            after.error)[1]
+    assert after.state == "interrupted"
+    # ... which the evaluator's log keeps under that id.
+    assert any(error_id in r.getMessage() and "ray: no space left in /srv/x" in r.getMessage() for r in caplog.records)
     assert jobs._drivers == {}  # its slot is free

@@ -9,10 +9,7 @@ Data flow: audio (started first; in the mesh it runs beside the landmark pass) -
 quality (may run beside head pose) -> metric math.
 """
 import time
-import traceback
 from typing import Protocol
-
-import av
 
 from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import HeadPose
@@ -20,8 +17,9 @@ from theval_mesh.backends.headpose.backend import estimate as estimate_head_pose
 from theval_mesh.backends.media.decode import MediaReader, VideoInfo
 from theval_mesh.core.compute import compute_metrics
 from theval_mesh.core.frame_pass import FrameSeries, run_frame_pass
+from theval_mesh.core.incidents import logged_internal
 from theval_mesh.core.results import FAILED, OK, VideoResult
-from theval_mesh.pure.errors import VideoError
+from theval_mesh.pure.errors import Cancelled, ServiceError, UserError, VideoError
 from theval_mesh.pure.metrics.profiles import REFERENCE
 from theval_mesh.pure.metrics.registry import LIP_SYNC
 from theval_mesh.pure.metrics.speech_frames import silent_frames
@@ -75,22 +73,24 @@ def new_result(model: str, video, settings: RunSettings, provenance: dict) -> Vi
                        provenance=provenance)
 
 
-def score(open_video, result: VideoResult, settings: RunSettings, on_frames=None):
-    """Fill `result` from the stages `open_video()` returns. A bad video fails this video only:
-    its error is recorded in `result` and returned (None on success). Errors of the mesh itself
-    (pure.errors.ServiceError) propagate."""
+def score(open_video, result: VideoResult, settings: RunSettings, on_frames=None) -> VideoError | None:
+    """Fill `result` from the stages `open_video()` returns. Whatever goes wrong with this video
+    fails this video only: its VideoError is recorded in `result` and returned (None on success).
+    An unexpected error is logged under an id (core.incidents) and becomes a VideoError naming
+    that id only. What is not about this video propagates: the mesh's own failures
+    (ServiceError), the caller gone (Cancelled), a problem of the request (other UserErrors)."""
     start = time.perf_counter()
     error = None
     try:
         _compose(open_video(), settings, result, on_frames)
     except VideoError as err:
-        result.status, result.reason, error = FAILED, err.reason, err
-    except (av.error.FFmpegError, MemoryError, ValueError, RuntimeError) as err:
-        # Unexpected, but one video must never take the batch down: record and go on.
-        result.status = FAILED
-        result.reason = f"internal error: {type(err).__name__}: {err}"
-        result.warnings.append(traceback.format_exc(limit=3))
         error = err
+    except (ServiceError, Cancelled, UserError):
+        raise
+    except Exception as err:  # noqa: BLE001 - one video must never take the batch down
+        error = VideoError(result.video, logged_internal(err, f"scoring {result.video}"))
+    if error is not None:
+        result.status, result.reason = FAILED, error.reason
     result.seconds = round(time.perf_counter() - start, 3)
     return error
 

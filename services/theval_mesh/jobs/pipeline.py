@@ -19,6 +19,7 @@ import time
 from collections import deque
 
 from theval_mesh.backends.native_logs import QUIET
+from theval_mesh.core.incidents import logged_internal
 from theval_mesh.core.results import FAILED, VideoResult
 from theval_mesh.jobs import telemetry
 from theval_mesh.jobs.inputs import Item
@@ -77,6 +78,8 @@ class Scorer:
             reason = str(err)
         except OSError as err:  # e.g. a name over the file system's limit
             reason = f"cannot be read: {err.strerror or err}"
+        except Exception as err:  # noqa: BLE001 - one video never stops the job: its failure, with an id
+            reason = logged_internal(err, f"scoring {video}")
         return seq, "ok", VideoResult(model, video, FAILED, reason, settings=self.spec.settings).to_json()
 
 
@@ -176,8 +179,10 @@ class _Loop:
             state, why = ("cancelled" if self.cancelled else "done"), None
         elif isinstance(error, (KeyboardInterrupt, JobStopped, StoreFull)):  # resumable as it is
             state, why = "interrupted", None if isinstance(error, KeyboardInterrupt) else str(error)
-        else:
-            state, why = "failed", f"{type(error).__name__}: {error}"
+        elif isinstance(error, UserError):  # one line written for the user
+            state, why = "failed", str(error)
+        else:  # Ray's or ours: its text may carry tracebacks, hosts and pids; the log has it under an id
+            state, why = "failed", logged_internal(error, f"job {self.job_id}")
         telemetry.JOBS_FINISHED.labels(state).inc()
         try:
             self.store.finish(self.job_id, state, why)
@@ -308,13 +313,15 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
                     _, kind, payload = ray.get(ref)
                 except ray.exceptions.RayActorError as err:  # died (OOM, crash): replace it
                     actor_failures += 1
+                    # Ray's text names hosts, pids and actor ids: logged, the job shows the id.
+                    why = f"a Ray worker died ({logged_internal(err, f'job {loop.job_id}')})"
                     if actor_failures > MAX_ATTEMPTS * workers:
-                        raise JobStopped(f"Ray actors keep dying ({_first_line(err)})") from None
+                        raise JobStopped(f"Ray workers keep dying; the last: {why}") from None
                     if actor in load:
                         del load[actor]
                         new = actor_class.remote(loop.spec, threads)
                         load[new] = 0
-                    loop.transient(seq, item, f"actor died: {_first_line(err)}")
+                    loop.transient(seq, item, why)
                     continue
                 if kind == "ok":
                     loop.commit(VideoResult.from_json(payload))
@@ -327,7 +334,3 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
         telemetry.JOB_IN_FLIGHT.set(0)
         if started_here:
             ray.shutdown()
-
-
-def _first_line(err) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]

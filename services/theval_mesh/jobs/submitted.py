@@ -4,6 +4,7 @@ driver process (jobs.drivers), whose Ray workers score through the evaluator's o
 job's videos go the same path as a client's; each result is committed to the evaluator's store
 as it finishes, where GetJob and StreamJob read the progress. A caller sees its own jobs only."""
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -82,7 +83,11 @@ class SubmittedJobs:
         with self._lock:
             self._drivers.pop(job_id, None)
         if self.store.get(job_id).state in ("queued", "running", "interrupted"):
-            self.store.finish(job_id, "interrupted", f"its driver exited with code {code}: {last_line(log_file)}")
+            # The driver's last line may be a traceback's, with paths and hosts: the caller sees an id.
+            error_id = secrets.token_hex(4)
+            log.error("%s: driver exited with code %d (error %s): %s", job_id, code, error_id, last_line(log_file))
+            self.store.finish(job_id, "interrupted", f"its driver exited with code {code}; see the evaluator's "
+                                                     f"log (error {error_id})")
         log.info("%s: driver exited with code %d; the job is %s", job_id, code, self.store.get(job_id).state)
 
     def get(self, job_id: str, owner: str) -> Job:

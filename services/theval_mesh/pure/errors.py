@@ -1,5 +1,16 @@
 """Errors shared by every part of the product."""
 
+MAX_DETAIL = 1000  # characters: a status detail, a reason or a logged error is a line to read
+KEEP_DETAIL = 300  # ... of which a longer one keeps these, then its length
+
+
+def shorten(text: str) -> str:
+    """`text`, or its start and its length when longer than MAX_DETAIL: a 20 MB URI came back
+    whole in a detail and grew the server log by 60 MiB."""
+    if len(text) <= MAX_DETAIL:
+        return text
+    return f"{text[:KEEP_DETAIL]}... ({len(text)} characters)"
+
 
 class UserError(Exception):
     """A problem the user can fix (bad flag, missing file, missing weights).

@@ -1,13 +1,12 @@
 """Errors to gRPC status codes, one line of detail each (DESIGN.md "Contracts")."""
 import functools
 import logging
-import secrets
-import traceback
 
 import grpc
 
+from theval_mesh.core.incidents import logged_internal
 from theval_mesh.pure.errors import (AccessDenied, AlreadyExists, Cancelled, InputTooLarge, NotFound, Overloaded,
-                                     ServiceError, UserError, VideoError, WeightsMissing)
+                                     ServiceError, UserError, VideoError, WeightsMissing, shorten)
 from theval_mesh.pure.scoring.errors import ScoringError
 from theval_mesh.rpc.admission import is_busy
 
@@ -29,27 +28,6 @@ CODES = (
 )
 
 
-MAX_DETAIL = 1000  # characters: a status detail (or a logged error) is a line to read
-KEEP_DETAIL = 300  # ... of which a longer one keeps these, then its length
-
-
-def shorten(text: str) -> str:
-    """`text`, or its start and its length when longer than MAX_DETAIL: a 20 MB URI came back
-    whole in a detail and grew the server log by 60 MiB."""
-    if len(text) <= MAX_DETAIL:
-        return text
-    return f"{text[:KEEP_DETAIL]}... ({len(text)} characters)"
-
-
-def _logged_internal(err: BaseException, where: str) -> str:
-    """An unexpected error: logged with its traceback under a short id, its text shortened; the
-    caller sees only the id (the text may hold server paths)."""
-    error_id = secrets.token_hex(4)
-    stack = "".join(traceback.format_tb(err.__traceback__)).rstrip()
-    log.error("%sinternal error %s: %s\n%s", f"{where}: " if where else "", error_id, shorten(repr(err)), stack)
-    return f"internal error; see the server log (error {error_id})"
-
-
 def status_of(err: BaseException, where: str = "") -> tuple[grpc.StatusCode, str]:
     """The status code and detail (at most MAX_DETAIL characters) of an error; `where` names the
     call in the log line of an internal error."""
@@ -59,7 +37,7 @@ def status_of(err: BaseException, where: str = "") -> tuple[grpc.StatusCode, str
                 return grpc.StatusCode[err.code], shorten(str(err))
             detail = err.reason if isinstance(err, VideoError) else str(err)
             return code, shorten(detail)
-    return grpc.StatusCode.INTERNAL, _logged_internal(err, where)
+    return grpc.StatusCode.INTERNAL, logged_internal(err, where)
 
 
 def rpc(method):
@@ -86,6 +64,8 @@ def error_from_rpc(err: grpc.RpcError, service: str, address: str, path: str) ->
         return ServiceError("UNAVAILABLE", f"the {service} service at {address} stayed busy: {detail}")
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return VideoError(path, detail)
+    if code == grpc.StatusCode.INTERNAL:  # failed on this video (its log has the id): this video's failure
+        return VideoError(path, f"the {service} service failed on it: {detail}")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return InputTooLarge(path, detail)
     if code == grpc.StatusCode.UNAVAILABLE:
