@@ -56,11 +56,24 @@ def test_a_second_commit_of_a_video_changes_nothing(store):
     assert [it.video for _, it in store.pending(job.id)] == ["v00000.mp4", "v00002.mp4"]
 
 
-def test_failed_videos_count_as_failed_and_are_not_pending(store):
-    job = store.create(spec(), items(2))
-    store.commit(job.id, result(items(2)[0], status=FAILED))
+def test_failed_videos_count_as_failed_and_are_scored_again_by_the_next_pass(store):
+    job = store.create(spec(), items(3))
+    first = items(3)[0]
+    assert store.commit(job.id, result(first, status=FAILED)) is True
     job = store.get(job.id)
-    assert (job.done, job.failed, job.remaining) == (0, 1, 1)
+    assert (job.done, job.failed, job.remaining) == (0, 1, 2)
+    # One pass reads pages after the last seq it read, so it scores the failure once; a later pass
+    # (a resume, the same command again) finds it pending: the file may have been fixed since.
+    assert [it.video for _, it in store.pending(job.id, after=0)] == ["v00001.mp4", "v00002.mp4"]
+    assert [it.video for _, it in store.pending(job.id)] == ["v00000.mp4", "v00001.mp4", "v00002.mp4"]
+    assert store.commit(job.id, result(first, status=FAILED)) is True  # failed again: replaced, still one row
+    assert (store.get(job.id).done, store.get(job.id).failed) == (0, 1)
+    assert store.commit(job.id, result(first, value=3.0)) is True  # fixed: the ok result replaces the failure
+    assert store.commit(job.id, result(first, status=FAILED)) is False  # an ok result is never replaced
+    (got,) = list(store.results(job.id))
+    assert got.status == OK and got.metrics["lip_sync"] == 3.0
+    assert (store.get(job.id).done, store.get(job.id).failed) == (1, 0)
+    assert [it.video for _, it in store.pending(job.id)] == ["v00001.mp4", "v00002.mp4"]
 
 
 def test_results_are_shared_by_settings_not_by_job(store):

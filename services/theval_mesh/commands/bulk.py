@@ -15,7 +15,7 @@ from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.drivers import drive, last_line, start_driver, summary
 from theval_mesh.jobs.inputs import parse_model_arg, plan
 from theval_mesh.jobs.job_store import FINISHED, SqlJobStore
-from theval_mesh.jobs.report import write_report
+from theval_mesh.jobs.report import resuming, write_report
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.store_location import is_server
@@ -117,9 +117,12 @@ def resume(args) -> int:
     why = job.refusal()  # running elsewhere, or cancelled
     if why:
         raise UserError(why)
-    if job.state == "done":
-        print(f"{job.id} is done: {job.done} scored, {job.failed} failed; `theval bulk results {job.id} --out DIR`")
+    if job.state == "done" and not job.failed:
+        print(f"{job.id} is done: {job.done} scored; `theval bulk results {job.id} --out DIR`")
         return EXIT_OK
+    line = resuming(job)  # a done job with failures: they are scored again
+    if line:
+        print(f"{job.id}: {line}", flush=True)
     return _drive(args, store, job.id)
 
 

@@ -1,8 +1,9 @@
 """Durable scoring jobs in a database (jobs.database: a SQLite file, or PostgreSQL), schema versioned.
 
 A job lists its videos (items); results are keyed by (settings, model, video), so a video is
-scored once per settings whatever the job, a second commit of it is a no-op (no duplicates
-after any crash), and a job resumes by skipping the items whose result is committed. A result
+scored once per settings whatever the job, a second commit of an ok result is a no-op (no
+duplicates after any crash), and a job resumes by skipping the items whose ok result is committed:
+a failed one is scored again (the file may have been fixed), its new result replacing the old. A result
 counts as done only once its commit returned. JobStore is the interface; SqlJobStore keeps it in
 either database.
 """
@@ -241,20 +242,25 @@ class SqlJobStore:
 
     # ------------------------------------------------------------------ items and results
     def pending(self, job_id: str, after: int = -1, limit: int = PAGE) -> list[tuple[int, Item]]:
-        """Up to `limit` items after seq `after` with no committed result, in order."""
+        """Up to `limit` items after seq `after` with no ok result, in order: a video that failed
+        (unreadable, then fixed; a worker's crash) is scored again by the next run or resume. One
+        pass over the pages scores each item once: a failure committed now is after `after`."""
         rows = self._query(
             "SELECT i.seq, i.model, i.video, i.missing FROM items i JOIN jobs j ON j.id=i.job "
             "LEFT JOIN results r ON r.settings_key=j.settings_key AND r.model=i.model AND r.video=i.video "
-            "WHERE i.job=? AND i.seq>? AND r.model IS NULL ORDER BY i.seq LIMIT ?", (job_id, after, limit))
+            f"WHERE i.job=? AND i.seq>? AND (r.model IS NULL OR r.status='{FAILED}') ORDER BY i.seq LIMIT ?",
+            (job_id, after, limit))
         return [(seq, Item(model, video, missing)) for seq, model, video, missing in rows]
 
     def commit(self, job_id: str, result: VideoResult) -> bool:
-        """Store one video's result durably; False if it was already there (nothing changes)."""
+        """Store one video's result durably, replacing a failed one; False when an ok result was there
+        already (nothing changes: an ok result is never scored twice nor replaced)."""
         key = json.dumps(result.settings, sort_keys=True)
         return self._write(lambda db: db.execute(
-            "INSERT INTO results (settings_key, model, video, status, result, committed) "
-            "VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING", (key, result.model, result.video, result.status, result.to_json(),
-                                     time.time())).rowcount == 1, job_id)
+            "INSERT INTO results (settings_key, model, video, status, result, committed) VALUES (?,?,?,?,?,?) "
+            "ON CONFLICT (settings_key, model, video) DO UPDATE SET status=excluded.status, result=excluded.result, "
+            f"committed=excluded.committed WHERE results.status='{FAILED}'",
+            (key, result.model, result.video, result.status, result.to_json(), time.time())).rowcount == 1, job_id)
 
     def results(self, job_id: str) -> Iterator[VideoResult]:
         """The job's committed results, in item order, a page at a time."""

@@ -27,15 +27,21 @@ def write_report(out: Path, store, job) -> tuple:
     return board, results, paths
 
 
+def resuming(job) -> str | None:
+    """What a run of `job` reuses and what it scores again (None for a new job)."""
+    parts = ([f"{job.done} video(s) already scored with these settings are reused"] if job.done else []) + \
+        ([f"{job.failed} that failed before are scored again"] if job.failed else [])
+    return f"resuming: {'; '.join(parts)}" if parts else None
+
+
 class Progress:
     """A videos bar, and one line per failed video or warning, fed by the runner's on_result."""
 
     def __init__(self, job, enabled: bool = True):
-        skipped = job.done + job.failed
-        self.bar = tqdm(total=job.total, initial=skipped, desc="videos", unit="video", disable=not enabled)
-        if skipped:
-            self.bar.write(f"resuming: {skipped} video(s) already scored with these settings are skipped",
-                           file=sys.stderr)
+        self.bar = tqdm(total=job.total, initial=job.done, desc="videos", unit="video", disable=not enabled)
+        line = resuming(job)
+        if line:
+            self.bar.write(line, file=sys.stderr)
 
     def __call__(self, result: VideoResult):
         if result.status == FAILED:
