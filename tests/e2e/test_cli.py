@@ -154,3 +154,28 @@ def test_frame_stride_uses_every_nth_frame(tiny_kit, tmp_path):
         r = json.loads(line)
         assert r["frames_used"] == (r["frames_total"] + 1) // 2
         assert r["settings"]["frame_stride"] == 2
+
+
+def test_a_damaged_file_fails_alone_then_is_scored_again_once_fixed(tiny_kit, tmp_path):
+    """A file ffmpeg has no decoder for (a fuzzer's find: it used to stop the whole run with a
+    traceback) is that video's failure; the next run into the same --out scores it again once it
+    is fixed, on Ray this time, and says so."""
+    gt = tmp_path / "gt"
+    gt.mkdir()
+    shutil.copy(tiny_kit.videos("gt")[0], gt / "a.mp4")
+    fuzz = Path(__file__).parents[1] / "data" / "fuzz"
+    shutil.copy(fuzz / "crash-video-codec-unknown.mp4", gt / "b.mp4")
+    args = ["evaluate", "--gt", gt, "--out", tmp_path / "out", "--quality", "proxy", "--single-pass"]
+    first = theval(*args, "--inline")
+    assert first.returncode == 3, first.stderr  # partial: one video failed
+    assert "Traceback" not in first.stderr
+    assert f"{gt / 'b.mp4'}: the video stream's codec is unknown to ffmpeg" in first.stdout + first.stderr
+    rows = {Path(r["video"]).name: r for r in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
+    assert (rows["a.mp4"]["status"], rows["b.mp4"]["status"]) == ("ok", "failed")
+    shutil.copy(fuzz / "talking_head.mp4", gt / "b.mp4")  # fixed
+    second = theval(*args, "--workers", "1")
+    assert second.returncode == 0, second.stderr
+    assert ("resuming: 1 video(s) already scored with these settings are reused; 1 that failed before are "
+            "scored again") in second.stderr
+    rows = {Path(r["video"]).name: r for r in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
+    assert (rows["a.mp4"]["status"], rows["b.mp4"]["status"]) == ("ok", "ok")
