@@ -1,7 +1,9 @@
 """A mesh that listens beyond loopback: TLS on every gRPC port, mutual TLS between the evaluator
-and its services, bearer tokens and owners on the evaluator's API, job limits. Real servers,
-real certificates (made with `cryptography`), real Ray jobs."""
+and its services, bearer tokens and owners on the evaluator's API, job limits, a request refused
+unread without a token. Real servers, real certificates (made with `cryptography`), real Ray jobs."""
 import os
+import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -61,7 +63,8 @@ def mesh(pki, videos, tmp_path_factory):
 
 
 def evaluator_as(mesh, pki, token=None):
-    channel = client_channel(mesh.procs["evaluator"].address, ClientSecurity(pki["ca"], token=token))
+    channel = client_channel(mesh.procs["evaluator"].address, ClientSecurity(pki["ca"], token=token),
+                             options=[("grpc.max_send_message_length", 1 << 30)])
     return evaluator_pb2_grpc.EvaluatorServiceStub(channel), channel
 
 
@@ -136,6 +139,41 @@ def test_owners_names_and_limits(mesh, pki, videos):
     assert len(list(alice.GetJobResults(evaluator_pb2.JobRequest(id=job.id), timeout=60))) == 2
     samples = scrape(mesh.procs["evaluator"].metrics_url)
     assert not [k for k in samples if ("job", job.id) in k[1]], "job ids on the shared /metrics"
+
+
+def peak_rss_mib(pid: int) -> float:
+    return int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if line.startswith("VmHWM:")).split()[1]) / 1024
+
+
+def measured(pid: int, call) -> tuple:
+    """(status code, seconds, MiB the process's peak resident memory grew by) of call(): the peak
+    is reset first (Linux: clear_refs 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    before, start = peak_rss_mib(pid), time.monotonic()
+    code, _ = code_of(call)
+    return code, time.monotonic() - start, peak_rss_mib(pid) - before
+
+
+def test_a_call_without_a_known_token_is_refused_before_its_body_is_read(mesh, pki, capsys):
+    """A 60 MiB Evaluate (video bytes: the evaluator accepts up to 65 MiB) without a known token
+    is refused from its metadata: the evaluator's memory does not grow by the body. The same
+    request with a token is received whole: the measurement sees a body that is read."""
+    pid = mesh.procs["evaluator"].proc.pid
+    request = evaluator_pb2.EvaluateRequest(video=common_pb2.VideoRef(content=b"\0" * (60 << 20)))
+    outcomes = {}
+    for who, token in (("no token", None), ("an unknown token", "x" * 40), ("alice", ALICE)):
+        stub, channel = evaluator_as(mesh, pki, token)
+        with channel:
+            outcomes[who] = measured(pid, lambda: stub.Evaluate(request, timeout=120))
+    for who in ("no token", "an unknown token"):
+        code, _, grown = outcomes[who]
+        assert code == C.UNAUTHENTICATED and grown < 10, (who, outcomes[who])
+    code, _, grown = outcomes["alice"]
+    assert code == C.INVALID_ARGUMENT and grown > 55, outcomes["alice"]  # read, then found no video in it
+    with capsys.disabled():
+        print("\n60 MiB Evaluate: " + "; ".join(f"{who}: {code.name} in {t:.2f} s, peak RSS +{grown:.1f} MiB"
+                                                for who, (code, t, grown) in outcomes.items()))
 
 
 def test_no_token_reaches_a_log(mesh, pki):
