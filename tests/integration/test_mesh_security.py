@@ -1,7 +1,9 @@
 """A mesh that listens beyond loopback: TLS on every gRPC port, mutual TLS between the evaluator
 and its services, bearer tokens and owners on the evaluator's API, job limits, a request refused
-unread without a token. Real servers, real certificates (made with `cryptography`), real Ray jobs."""
+unread without a token, a caller's share of the streams. Real servers, real certificates (made
+with `cryptography`), real Ray jobs."""
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import grpc
 import pytest
 from certificates import issue, make_ca
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from mesh_support import Mesh, scrape
+from mesh_support import Mesh, sample, scrape
 
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.security import ClientSecurity, client_channel
@@ -19,6 +21,7 @@ from theval_mesh.synth import generate_kit
 pytestmark = pytest.mark.slow
 C = grpc.StatusCode
 ALICE, BOB = "alice-token-" + "a" * 24, "bob-token-" + "b" * 24
+STREAM = "/theval.v1.EvaluatorService/EvaluateStream"
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +50,8 @@ def videos(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mesh(pki, videos, tmp_path_factory):
     """Every port on all interfaces: the services require the evaluator's client certificate,
-    the evaluator requires TLS and a token, and runs at most one job of at most 2 workers."""
+    the evaluator requires TLS and a token, and runs at most one job of at most 2 workers.
+    8 workers (the default): 4 streams, 2 per caller."""
     tls = ["--host", "0.0.0.0", "--tls-cert", pki["server"].cert, "--tls-key", pki["server"].key]
     leaf = tls + ["--tls-client-ca", pki["ca"]]
     leaf_security = ClientSecurity(pki["ca"], pki["client"].cert, pki["client"].key)
@@ -174,6 +178,65 @@ def test_a_call_without_a_known_token_is_refused_before_its_body_is_read(mesh, p
     with capsys.disabled():
         print("\n60 MiB Evaluate: " + "; ".join(f"{who}: {code.name} in {t:.2f} s, peak RSS +{grown:.1f} MiB"
                                                 for who, (code, t, grown) in outcomes.items()))
+
+
+class HeldStream:
+    """An EvaluateStream that sends nothing until released: `outcome` once it ends."""
+
+    def __init__(self, stub):
+        self.release, self.outcome = threading.Event(), None
+        self.call = stub.EvaluateStream(self._requests(), timeout=120)
+        self.thread = threading.Thread(target=self._wait, daemon=True)
+        self.thread.start()
+
+    def _requests(self):
+        self.release.wait()
+        yield evaluator_pb2.EvaluateRequest(id="after", video=common_pb2.VideoRef(content=b"not a video"))
+
+    def _wait(self):
+        try:
+            answers = list(self.call)
+            self.outcome = (C.OK, [a.code for a in answers])
+        except grpc.RpcError as err:
+            self.outcome = (err.code(), err.details())
+
+
+def streams_open(mesh) -> float:
+    return sample(scrape(mesh.procs["evaluator"].metrics_url), "theval_grpc_in_flight_requests",
+                  service="evaluator", method=STREAM)
+
+
+def test_one_caller_cannot_hold_every_stream(mesh, pki):
+    """4 streams, 2 per caller: alice's third is refused at once, naming the setting; bob still
+    gets his 2 (all 4 open), and his third is refused as hers was."""
+    alice, bob = (evaluator_as(mesh, pki, t)[0] for t in (ALICE, BOB))
+    held = [HeldStream(alice), HeldStream(alice)]
+    end = time.monotonic() + 30
+    while streams_open(mesh) < 2:
+        assert time.monotonic() < end, "alice's two streams not open"
+        time.sleep(0.05)
+    third = HeldStream(alice)
+    third.thread.join(10)
+    assert third.outcome is not None, "alice's third stream was admitted"
+    code, detail = third.outcome
+    assert code == C.RESOURCE_EXHAUSTED and "THEVAL_STREAM_LIMIT_PER_CALLER" in detail and "\n" not in detail
+    held += [HeldStream(bob), HeldStream(bob)]
+    while streams_open(mesh) < 4:
+        assert time.monotonic() < end, "bob's streams not open beside alice's"
+        time.sleep(0.05)
+    bobs_third = HeldStream(bob)
+    bobs_third.thread.join(10)
+    assert bobs_third.outcome == (code, detail)
+    assert all(s.outcome is None for s in held)  # none of the 4 was ended
+    for s in held + [third, bobs_third]:
+        s.release.set()
+    for s in held:
+        s.thread.join(60)
+    assert [s.outcome for s in held] == [(C.OK, [C.INVALID_ARGUMENT.value[0]])] * 4  # each served its request
+    again = HeldStream(alice)  # her streams ended: her share is free again
+    again.release.set()
+    again.thread.join(60)
+    assert again.outcome == (C.OK, [C.INVALID_ARGUMENT.value[0]])
 
 
 def test_no_token_reaches_a_log(mesh, pki):
