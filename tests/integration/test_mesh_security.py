@@ -1,7 +1,8 @@
 """A mesh that listens beyond loopback: TLS on every gRPC port, mutual TLS between the evaluator
-and its services, bearer tokens and owners on the evaluator's API, job limits, a request refused
-unread without a token, a caller's share of the streams. Real servers, real certificates (made
-with `cryptography`), real Ray jobs."""
+and its services, bearer tokens and owners on the evaluator's API (each caller's own reference
+sets, an admin who reads them all), job limits, a request refused unread without a token, a
+caller's share of the streams. Real servers, real certificates (made with `cryptography`), real
+Ray jobs."""
 import os
 import threading
 import time
@@ -20,7 +21,7 @@ from theval_mesh.synth import generate_kit
 
 pytestmark = pytest.mark.slow
 C = grpc.StatusCode
-ALICE, BOB = "alice-token-" + "a" * 24, "bob-token-" + "b" * 24
+ALICE, BOB, OPS = "alice-token-" + "a" * 24, "bob-token-" + "b" * 24, "ops-token-" + "o" * 24
 STREAM = "/theval.v1.EvaluatorService/EvaluateStream"
 
 
@@ -30,7 +31,7 @@ def pki(tmp_path_factory):
     ca, ca_cert, ca_key = make_ca(folder, "mesh-ca")
     _, stranger_cert, stranger_key = make_ca(folder, "stranger-ca")
     tokens = folder / "tokens"
-    tokens.write_text(f"# identity token\nalice {ALICE}\nbob {BOB}\n")
+    tokens.write_text(f"# identity token\nalice {ALICE}\nbob {BOB}\nops {OPS}\n")
     tokens.chmod(0o600)
     return {"ca": ca.cert, "server": issue(folder, "server", ca_cert, ca_key),
             "client": issue(folder, "client", ca_cert, ca_key),
@@ -50,16 +51,16 @@ def videos(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mesh(pki, videos, tmp_path_factory):
     """Every port on all interfaces: the services require the evaluator's client certificate,
-    the evaluator requires TLS and a token, and runs at most one job of at most 2 workers.
-    8 workers (the default): 4 streams, 2 per caller."""
+    the evaluator requires TLS and a token, makes `ops` an admin, and runs at most one job of at
+    most 2 workers. 8 workers (the default): 4 streams, 2 per caller."""
     tls = ["--host", "0.0.0.0", "--tls-cert", pki["server"].cert, "--tls-key", pki["server"].key]
     leaf = tls + ["--tls-client-ca", pki["ca"]]
     leaf_security = ClientSecurity(pki["ca"], pki["client"].cert, pki["client"].key)
     security = {d: leaf_security for d in DEPENDENCIES}
     security["evaluator"] = ClientSecurity(pki["ca"], token=ALICE)
     m = Mesh(tmp_path_factory.mktemp("mesh"), roots=[videos], service_args={d: leaf for d in DEPENDENCIES},
-             evaluator_args=tls + ["--tls-ca", pki["ca"], "--tokens-file", pki["tokens"], "--max-jobs", "1",
-                                   "--max-job-workers", "2", "--job-workers", "1"],
+             evaluator_args=tls + ["--tls-ca", pki["ca"], "--tokens-file", pki["tokens"], "--admins", "ops",
+                                   "--max-jobs", "1", "--max-job-workers", "2", "--job-workers", "1"],
              security=security)
     m.start()
     yield m
@@ -107,20 +108,56 @@ def test_the_api_needs_a_known_token_and_health_does_not(mesh, pki):
     assert status == health_pb2.HealthCheckResponse.SERVING
 
 
-def test_owners_names_and_limits(mesh, pki, videos):
+def listed(stub, every_owner=False) -> list:
+    answer = stub.ListReferences(evaluator_pb2.ListReferencesRequest(every_owner=every_owner), timeout=30)
+    return [(r.owner, r.name) for r in answer.references]
+
+
+def models(stub, reference, **owner) -> list:
+    board = stub.GetLeaderboard(evaluator_pb2.GetLeaderboardRequest(reference=reference, **owner), timeout=60)
+    return [r.model for r in board.rows]
+
+
+def test_each_caller_has_its_own_reference_sets_and_an_admin_reads_them_all(mesh, pki, videos):
+    """The attacker's probe: bob scores hallo2 against alice's set, reads its leaderboard and the
+    names of every set. Now he finds nothing of hers, as if it did not exist, and she keeps her
+    names; both may have a set named GT; the admin (ops) lists and reads every owner's sets."""
+    alice, bob, ops = (evaluator_as(mesh, pki, t)[0] for t in (ALICE, BOB, OPS))
+    gt = [common_pb2.VideoRef(uri=str(videos / "gt"))]
+    clip = common_pb2.VideoRef(uri=str(videos / "gt" / "c0.mp4"))
+    alice.CreateReference(evaluator_pb2.CreateReferenceRequest(name="GT", videos=gt), timeout=300)
+    assert listed(bob) == [] and listed(alice) == [("alice", "GT")]
+
+    def probes(reference):
+        return [code_of(lambda: bob.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference=reference,
+                                                                           model="hallo2"), timeout=300)),
+                code_of(lambda: models(bob, reference))]
+    found, missing = probes("GT"), probes("NO-SUCH")
+    assert [code for code, _ in found] == [C.NOT_FOUND] * 2, found
+    assert [detail for _, detail in found] == [d.replace("NO-SUCH", "GT") for _, d in missing]  # the same answer
+    assert all("alice" not in d and "stored" not in d for _, d in found), found
+    got, detail = code_of(lambda: models(bob, "GT", owner="alice"))
+    assert got == C.PERMISSION_DENIED and "only an admin" in detail and "--admins" in detail
+    assert code_of(lambda: listed(bob, every_owner=True))[0] == C.PERMISSION_DENIED
+    # alice's model name is hers on her set; bob's own GT is another set, his
+    alice.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference="GT", model="hallo2"), timeout=300)
+    mine = bob.CreateReference(evaluator_pb2.CreateReferenceRequest(name="GT", videos=[clip]), timeout=300)
+    assert (mine.owner, mine.videos) == ("bob", 1)
+    bob.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference="GT", model="hallo2"), timeout=300)
+    assert models(alice, "GT") == models(bob, "GT") == ["GT", "hallo2"]
+    assert code_of(lambda: bob.CreateReference(evaluator_pb2.CreateReferenceRequest(name="GT", videos=[clip]),
+                                               timeout=60))[0] == C.ALREADY_EXISTS
+    # the admin: its own sets by default, every owner's when it asks, another's leaderboard by owner
+    assert listed(ops) == [] and listed(ops, every_owner=True) == [("alice", "GT"), ("bob", "GT")]
+    assert models(ops, "GT", owner="alice") == ["GT", "hallo2"]
+    assert code_of(lambda: models(ops, "GT"))[0] == C.NOT_FOUND  # ops has no GT of its own
+    assert code_of(lambda: models(ops, "GT", owner="carol"))[0] == C.NOT_FOUND
+
+
+def test_names_and_limits(mesh, pki, videos):
     alice, _ = evaluator_as(mesh, pki, ALICE)
     bob, _ = evaluator_as(mesh, pki, BOB)
     gt = [common_pb2.VideoRef(uri=str(videos / "gt"))]
-    alice.CreateReference(evaluator_pb2.CreateReferenceRequest(name="GT", videos=gt), timeout=300)
-    # Only its owner may replace a reference set; a model's rows belong to who scored it first.
-    got, detail = code_of(lambda: bob.CreateReference(
-        evaluator_pb2.CreateReferenceRequest(name="GT", videos=gt, replace=True), timeout=300))
-    assert got == C.PERMISSION_DENIED and "another caller" in detail
-    clip = common_pb2.VideoRef(uri=str(videos / "gt" / "c0.mp4"))
-    alice.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference="GT", model="mine"), timeout=300)
-    got, _ = code_of(lambda: bob.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference="GT", model="mine"),
-                                          timeout=300))
-    assert got == C.PERMISSION_DENIED
     # Names: length and characters checked, a huge one not echoed back.
     for name in ("x" * (5 << 20), "line\nbreak", " padded", ""):
         got, detail = code_of(lambda: alice.CreateReference(

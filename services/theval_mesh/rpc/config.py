@@ -109,6 +109,9 @@ OPTIONS = (
     Option("tokens_file", "THEVAL_TOKENS_FILE",
            "bearer tokens accepted on the API, one 'IDENTITY TOKEN' per line, mode 600 (env THEVAL_TOKENS may hold "
            "the lines instead); required beyond loopback", services=("evaluator",)),
+    Option("admins", "THEVAL_ADMINS", "identities of the tokens that may list and read every owner's GT "
+           "reference sets, separated by commas (e.g. ops,audit); others see their own only",
+           services=("evaluator",)),
 
     Option("call_timeout_s", "THEVAL_CALL_TIMEOUT_S",
            "deadline of each call to a service, within the caller's own (default 600 s)", float, 600.0,
@@ -164,6 +167,7 @@ class Config:
     tls_client_ca: str | None = None
     tls_ca: str | None = None
     tokens: Tokens = field(default_factory=lambda: Tokens([]))
+    admins: frozenset = frozenset()  # identities that may read every owner's reference sets
 
     @property
     def streams(self) -> int:
@@ -288,6 +292,7 @@ def load(service: str, args=None, environ=None) -> Config:
 
     tokens = Tokens.load(v.get("tokens_file"), environ) if service == "evaluator" else Tokens([])
     _check_security(service, v, tokens, where)
+    admins = _admins(v.get("admins"), tokens, where)
     if "job_workers" in v and v["job_workers"] > v["max_job_workers"]:
         raise UserError(f"{where('job_workers')}={v['job_workers']} is over {where('max_job_workers')}="
                         f"{v['max_job_workers']}")
@@ -311,10 +316,20 @@ def load(service: str, args=None, environ=None) -> Config:
                               "tls_ca") if k in v}
     cfg = Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],
                  allowed_roots=tuple(roots), run=run, limits=run.limits, store=store, dependencies=deps,
-                 tokens=tokens, **keep)
+                 tokens=tokens, admins=admins, **keep)
     check("stream_limit_per_caller", lambda x: 1 <= x <= cfg.streams,
           f"must be 1 to the stream limit ({cfg.streams})")
     return cfg
+
+
+def _admins(text: str | None, tokens: Tokens, where) -> frozenset:
+    """The identities of --admins, each one with a token (an admin without one could never call)."""
+    admins = frozenset(filter(None, (a.strip() for a in (text or "").split(","))))
+    unknown = sorted(admins - tokens.identities)
+    if unknown:
+        raise UserError(f"{where('admins')}: no token in --tokens-file (or THEVAL_TOKENS) for "
+                        f"{', '.join(map(repr, unknown))[:300]}: give each admin a token, or leave it out")
+    return admins
 
 
 def _check_security(service: str, v: dict, tokens: Tokens, where):

@@ -61,6 +61,10 @@ class Tokens:
     def __len__(self):
         return len(self._entries)
 
+    @property
+    def identities(self) -> frozenset:
+        return frozenset(identity for _, identity in self._entries)
+
     def __bool__(self):
         return bool(self._entries)
 
