@@ -90,6 +90,10 @@ def client(kit, job_videos, tmp_path_factory):
 def test_client_evaluate_equals_the_scorer_and_scores_against_a_reference(client, clip, scored):
     reference = client.create_reference("api-gt", [clip])
     assert (reference.name, reference.videos, reference.scored, reference.failures) == ("api-gt", 1, 1, [])
+    # a server without tokens has one caller, its sets owned by no one in particular ("")
+    assert client.references() == [reference] and reference.owner == ""
+    with pytest.raises(AccessDenied, match="only an admin"):
+        client.references(every_owner=True)
     assert reference.raw["Lip sync"] == scored.metrics["lip_sync"]
     result = client.evaluate(clip.read_bytes(), reference="api-gt", model="api-model", name="upload.mp4")
     assert (result.status, result.video, result.model) == ("ok", "upload.mp4", "api-model")

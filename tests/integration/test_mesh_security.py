@@ -1,13 +1,18 @@
 """A mesh that listens beyond loopback: TLS on every gRPC port, mutual TLS between the evaluator
-and its services, bearer tokens and owners on the evaluator's API, job limits. Real servers,
-real certificates (made with `cryptography`), real Ray jobs."""
+and its services, bearer tokens and owners on the evaluator's API (each caller's own reference
+sets, an admin who reads them all), job limits, a request refused unread without a token, a
+caller's share of the streams. Real servers, real certificates (made with `cryptography`), real
+Ray jobs."""
 import os
+import threading
+import time
+from pathlib import Path
 
 import grpc
 import pytest
 from certificates import issue, make_ca
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from mesh_support import Mesh, scrape
+from mesh_support import Mesh, sample, scrape
 
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.security import ClientSecurity, client_channel
@@ -16,7 +21,8 @@ from theval_mesh.synth import generate_kit
 
 pytestmark = pytest.mark.slow
 C = grpc.StatusCode
-ALICE, BOB = "alice-token-" + "a" * 24, "bob-token-" + "b" * 24
+ALICE, BOB, OPS = "alice-token-" + "a" * 24, "bob-token-" + "b" * 24, "ops-token-" + "o" * 24
+STREAM = "/theval.v1.EvaluatorService/EvaluateStream"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +31,7 @@ def pki(tmp_path_factory):
     ca, ca_cert, ca_key = make_ca(folder, "mesh-ca")
     _, stranger_cert, stranger_key = make_ca(folder, "stranger-ca")
     tokens = folder / "tokens"
-    tokens.write_text(f"# identity token\nalice {ALICE}\nbob {BOB}\n")
+    tokens.write_text(f"# identity token\nalice {ALICE}\nbob {BOB}\nops {OPS}\n")
     tokens.chmod(0o600)
     return {"ca": ca.cert, "server": issue(folder, "server", ca_cert, ca_key),
             "client": issue(folder, "client", ca_cert, ca_key),
@@ -45,15 +51,16 @@ def videos(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mesh(pki, videos, tmp_path_factory):
     """Every port on all interfaces: the services require the evaluator's client certificate,
-    the evaluator requires TLS and a token, and runs at most one job of at most 2 workers."""
+    the evaluator requires TLS and a token, makes `ops` an admin, and runs at most one job of at
+    most 2 workers. 8 workers (the default): 4 streams, 2 per caller."""
     tls = ["--host", "0.0.0.0", "--tls-cert", pki["server"].cert, "--tls-key", pki["server"].key]
     leaf = tls + ["--tls-client-ca", pki["ca"]]
     leaf_security = ClientSecurity(pki["ca"], pki["client"].cert, pki["client"].key)
     security = {d: leaf_security for d in DEPENDENCIES}
     security["evaluator"] = ClientSecurity(pki["ca"], token=ALICE)
     m = Mesh(tmp_path_factory.mktemp("mesh"), roots=[videos], service_args={d: leaf for d in DEPENDENCIES},
-             evaluator_args=tls + ["--tls-ca", pki["ca"], "--tokens-file", pki["tokens"], "--max-jobs", "1",
-                                   "--max-job-workers", "2", "--job-workers", "1"],
+             evaluator_args=tls + ["--tls-ca", pki["ca"], "--tokens-file", pki["tokens"], "--admins", "ops",
+                                   "--max-jobs", "1", "--max-job-workers", "2", "--job-workers", "1"],
              security=security)
     m.start()
     yield m
@@ -61,7 +68,8 @@ def mesh(pki, videos, tmp_path_factory):
 
 
 def evaluator_as(mesh, pki, token=None):
-    channel = client_channel(mesh.procs["evaluator"].address, ClientSecurity(pki["ca"], token=token))
+    channel = client_channel(mesh.procs["evaluator"].address, ClientSecurity(pki["ca"], token=token),
+                             options=[("grpc.max_send_message_length", 1 << 30)])
     return evaluator_pb2_grpc.EvaluatorServiceStub(channel), channel
 
 
@@ -100,20 +108,56 @@ def test_the_api_needs_a_known_token_and_health_does_not(mesh, pki):
     assert status == health_pb2.HealthCheckResponse.SERVING
 
 
-def test_owners_names_and_limits(mesh, pki, videos):
+def listed(stub, every_owner=False) -> list:
+    answer = stub.ListReferences(evaluator_pb2.ListReferencesRequest(every_owner=every_owner), timeout=30)
+    return [(r.owner, r.name) for r in answer.references]
+
+
+def models(stub, reference, **owner) -> list:
+    board = stub.GetLeaderboard(evaluator_pb2.GetLeaderboardRequest(reference=reference, **owner), timeout=60)
+    return [r.model for r in board.rows]
+
+
+def test_each_caller_has_its_own_reference_sets_and_an_admin_reads_them_all(mesh, pki, videos):
+    """The attacker's probe: bob scores hallo2 against alice's set, reads its leaderboard and the
+    names of every set. Now he finds nothing of hers, as if it did not exist, and she keeps her
+    names; both may have a set named GT; the admin (ops) lists and reads every owner's sets."""
+    alice, bob, ops = (evaluator_as(mesh, pki, t)[0] for t in (ALICE, BOB, OPS))
+    gt = [common_pb2.VideoRef(uri=str(videos / "gt"))]
+    clip = common_pb2.VideoRef(uri=str(videos / "gt" / "c0.mp4"))
+    alice.CreateReference(evaluator_pb2.CreateReferenceRequest(name="GT", videos=gt), timeout=300)
+    assert listed(bob) == [] and listed(alice) == [("alice", "GT")]
+
+    def probes(reference):
+        return [code_of(lambda: bob.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference=reference,
+                                                                           model="hallo2"), timeout=300)),
+                code_of(lambda: models(bob, reference))]
+    found, missing = probes("GT"), probes("NO-SUCH")
+    assert [code for code, _ in found] == [C.NOT_FOUND] * 2, found
+    assert [detail for _, detail in found] == [d.replace("NO-SUCH", "GT") for _, d in missing]  # the same answer
+    assert all("alice" not in d and "stored" not in d for _, d in found), found
+    got, detail = code_of(lambda: models(bob, "GT", owner="alice"))
+    assert got == C.PERMISSION_DENIED and "only an admin" in detail and "--admins" in detail
+    assert code_of(lambda: listed(bob, every_owner=True))[0] == C.PERMISSION_DENIED
+    # alice's model name is hers on her set; bob's own GT is another set, his
+    alice.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference="GT", model="hallo2"), timeout=300)
+    mine = bob.CreateReference(evaluator_pb2.CreateReferenceRequest(name="GT", videos=[clip]), timeout=300)
+    assert (mine.owner, mine.videos) == ("bob", 1)
+    bob.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference="GT", model="hallo2"), timeout=300)
+    assert models(alice, "GT") == models(bob, "GT") == ["GT", "hallo2"]
+    assert code_of(lambda: bob.CreateReference(evaluator_pb2.CreateReferenceRequest(name="GT", videos=[clip]),
+                                               timeout=60))[0] == C.ALREADY_EXISTS
+    # the admin: its own sets by default, every owner's when it asks, another's leaderboard by owner
+    assert listed(ops) == [] and listed(ops, every_owner=True) == [("alice", "GT"), ("bob", "GT")]
+    assert models(ops, "GT", owner="alice") == ["GT", "hallo2"]
+    assert code_of(lambda: models(ops, "GT"))[0] == C.NOT_FOUND  # ops has no GT of its own
+    assert code_of(lambda: models(ops, "GT", owner="carol"))[0] == C.NOT_FOUND
+
+
+def test_names_and_limits(mesh, pki, videos):
     alice, _ = evaluator_as(mesh, pki, ALICE)
     bob, _ = evaluator_as(mesh, pki, BOB)
     gt = [common_pb2.VideoRef(uri=str(videos / "gt"))]
-    alice.CreateReference(evaluator_pb2.CreateReferenceRequest(name="GT", videos=gt), timeout=300)
-    # Only its owner may replace a reference set; a model's rows belong to who scored it first.
-    got, detail = code_of(lambda: bob.CreateReference(
-        evaluator_pb2.CreateReferenceRequest(name="GT", videos=gt, replace=True), timeout=300))
-    assert got == C.PERMISSION_DENIED and "another caller" in detail
-    clip = common_pb2.VideoRef(uri=str(videos / "gt" / "c0.mp4"))
-    alice.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference="GT", model="mine"), timeout=300)
-    got, _ = code_of(lambda: bob.Evaluate(evaluator_pb2.EvaluateRequest(video=clip, reference="GT", model="mine"),
-                                          timeout=300))
-    assert got == C.PERMISSION_DENIED
     # Names: length and characters checked, a huge one not echoed back.
     for name in ("x" * (5 << 20), "line\nbreak", " padded", ""):
         got, detail = code_of(lambda: alice.CreateReference(
@@ -136,6 +180,100 @@ def test_owners_names_and_limits(mesh, pki, videos):
     assert len(list(alice.GetJobResults(evaluator_pb2.JobRequest(id=job.id), timeout=60))) == 2
     samples = scrape(mesh.procs["evaluator"].metrics_url)
     assert not [k for k in samples if ("job", job.id) in k[1]], "job ids on the shared /metrics"
+
+
+def peak_rss_mib(pid: int) -> float:
+    return int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if line.startswith("VmHWM:")).split()[1]) / 1024
+
+
+def measured(pid: int, call) -> tuple:
+    """(status code, seconds, MiB the process's peak resident memory grew by) of call(): the peak
+    is reset first (Linux: clear_refs 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    before, start = peak_rss_mib(pid), time.monotonic()
+    code, _ = code_of(call)
+    return code, time.monotonic() - start, peak_rss_mib(pid) - before
+
+
+def test_a_call_without_a_known_token_is_refused_before_its_body_is_read(mesh, pki, capsys):
+    """A 60 MiB Evaluate (video bytes: the evaluator accepts up to 65 MiB) without a known token
+    is refused from its metadata: the evaluator's memory does not grow by the body. The same
+    request with a token is received whole: the measurement sees a body that is read."""
+    pid = mesh.procs["evaluator"].proc.pid
+    request = evaluator_pb2.EvaluateRequest(video=common_pb2.VideoRef(content=b"\0" * (60 << 20)))
+    outcomes = {}
+    for who, token in (("no token", None), ("an unknown token", "x" * 40), ("alice", ALICE)):
+        stub, channel = evaluator_as(mesh, pki, token)
+        with channel:
+            outcomes[who] = measured(pid, lambda: stub.Evaluate(request, timeout=120))
+    for who in ("no token", "an unknown token"):
+        code, _, grown = outcomes[who]
+        assert code == C.UNAUTHENTICATED and grown < 10, (who, outcomes[who])
+    code, _, grown = outcomes["alice"]
+    assert code == C.INVALID_ARGUMENT and grown > 55, outcomes["alice"]  # read, then found no video in it
+    with capsys.disabled():
+        print("\n60 MiB Evaluate: " + "; ".join(f"{who}: {code.name} in {t:.2f} s, peak RSS +{grown:.1f} MiB"
+                                                for who, (code, t, grown) in outcomes.items()))
+
+
+class HeldStream:
+    """An EvaluateStream that sends nothing until released: `outcome` once it ends."""
+
+    def __init__(self, stub):
+        self.release, self.outcome = threading.Event(), None
+        self.call = stub.EvaluateStream(self._requests(), timeout=120)
+        self.thread = threading.Thread(target=self._wait, daemon=True)
+        self.thread.start()
+
+    def _requests(self):
+        self.release.wait()
+        yield evaluator_pb2.EvaluateRequest(id="after", video=common_pb2.VideoRef(content=b"not a video"))
+
+    def _wait(self):
+        try:
+            answers = list(self.call)
+            self.outcome = (C.OK, [a.code for a in answers])
+        except grpc.RpcError as err:
+            self.outcome = (err.code(), err.details())
+
+
+def streams_open(mesh) -> float:
+    return sample(scrape(mesh.procs["evaluator"].metrics_url), "theval_grpc_in_flight_requests",
+                  service="evaluator", method=STREAM)
+
+
+def test_one_caller_cannot_hold_every_stream(mesh, pki):
+    """4 streams, 2 per caller: alice's third is refused at once, naming the setting; bob still
+    gets his 2 (all 4 open), and his third is refused as hers was."""
+    alice, bob = (evaluator_as(mesh, pki, t)[0] for t in (ALICE, BOB))
+    held = [HeldStream(alice), HeldStream(alice)]
+    end = time.monotonic() + 30
+    while streams_open(mesh) < 2:
+        assert time.monotonic() < end, "alice's two streams not open"
+        time.sleep(0.05)
+    third = HeldStream(alice)
+    third.thread.join(10)
+    assert third.outcome is not None, "alice's third stream was admitted"
+    code, detail = third.outcome
+    assert code == C.RESOURCE_EXHAUSTED and "THEVAL_STREAM_LIMIT_PER_CALLER" in detail and "\n" not in detail
+    held += [HeldStream(bob), HeldStream(bob)]
+    while streams_open(mesh) < 4:
+        assert time.monotonic() < end, "bob's streams not open beside alice's"
+        time.sleep(0.05)
+    bobs_third = HeldStream(bob)
+    bobs_third.thread.join(10)
+    assert bobs_third.outcome == (code, detail)
+    assert all(s.outcome is None for s in held)  # none of the 4 was ended
+    for s in held + [third, bobs_third]:
+        s.release.set()
+    for s in held:
+        s.thread.join(60)
+    assert [s.outcome for s in held] == [(C.OK, [C.INVALID_ARGUMENT.value[0]])] * 4  # each served its request
+    again = HeldStream(alice)  # her streams ended: her share is free again
+    again.release.set()
+    again.thread.join(60)
+    assert again.outcome == (C.OK, [C.INVALID_ARGUMENT.value[0]])
 
 
 def test_no_token_reaches_a_log(mesh, pki):

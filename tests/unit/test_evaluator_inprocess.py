@@ -112,7 +112,17 @@ def test_a_message_over_the_receive_limit_is_refused_unread(mesh):
 
 def test_an_unknown_reference_set_is_not_found(mesh, clip):
     code, detail, _ = status(lambda: mesh.evaluate(uri=clip, reference="nope"))
-    assert code == C.NOT_FOUND and "no GT reference set named 'nope'" in detail, (code, detail)
+    assert code == C.NOT_FOUND and detail.startswith("no GT reference set named 'nope': ListReferences lists yours"), \
+        (code, detail)
     code, detail, _ = status(lambda: mesh.stub.GetLeaderboard(evaluator_pb2.GetLeaderboardRequest(reference="nope"),
                                                               timeout=30))
     assert code == C.NOT_FOUND and "'nope'" in detail, (code, detail)
+
+
+def test_without_tokens_no_caller_is_an_admin(mesh):
+    code, detail, _ = status(lambda: mesh.stub.ListReferences(evaluator_pb2.ListReferencesRequest(every_owner=True),
+                                                              timeout=30))
+    assert code == C.PERMISSION_DENIED and "only an admin" in detail, (code, detail)
+    code, _, _ = status(lambda: mesh.stub.GetLeaderboard(
+        evaluator_pb2.GetLeaderboardRequest(reference="nope", owner="alice"), timeout=30))
+    assert code == C.PERMISSION_DENIED

@@ -65,3 +65,10 @@ def test_stream_limits_default_to_half_the_workers_and_stay_within_them(tmp_path
         config.load("evaluator", parse("evaluator", ["--workers", "6"]), env | {"THEVAL_STREAM_LIMIT": "7"})
     with pytest.raises(UserError, match="--stream-idle-s=0.0: must be more than 0"):
         config.load("evaluator", parse("evaluator", ["--stream-idle-s", "0"]), env)
+    # one caller (a token's identity) holds half the streams by default, at least 1
+    assert (c.caller_streams, config.load("evaluator", parse("evaluator", ["--workers", "2"]), env).caller_streams) \
+        == (1, 1)
+    assert config.load("evaluator", parse("evaluator", []), env).caller_streams == 2  # of 4 streams
+    assert config.load("evaluator", parse("evaluator", ["--stream-limit-per-caller", "4"]), env).caller_streams == 4
+    with pytest.raises(UserError, match=r"THEVAL_STREAM_LIMIT_PER_CALLER=4: must be 1 to the stream limit \(3\)"):
+        config.load("evaluator", parse("evaluator", ["--workers", "6"]), env | {"THEVAL_STREAM_LIMIT_PER_CALLER": "4"})

@@ -1,8 +1,10 @@
-"""Findings of the mesh's security probe, below the servers: request limits of the leaf services,
-landmark arrays checked as they come off the wire, path edge cases and status details."""
+"""Findings of the mesh's security probes, below the mesh: request limits of the leaf services,
+landmark arrays checked as they come off the wire, path edge cases and status details, a call
+without a token refused before its message is read."""
 import logging
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import numpy as np
@@ -14,6 +16,7 @@ from theval_mesh.pure.errors import KEEP_DETAIL, MAX_DETAIL, AccessDenied, Input
 from theval_mesh.pure.limits import Limits
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.config import MIB, Config
+from theval_mesh.rpc.security import AuthInterceptor, Tokens
 from theval_mesh.rpc.servicers.common import MAX_FPS, request_limit
 from theval_mesh.rpc.status import status_of
 from theval_mesh.rpc.v1 import common_pb2, headpose_pb2, landmarks_pb2, quality_pb2
@@ -201,3 +204,39 @@ def test_an_internal_error_shows_an_id_and_logs_it_with_a_short_text(caplog):
     assert f"Estimate: internal error {error_id}: ValueError('cannot open /srv/private" in line
     assert "characters)" in line and len(line) < 3000  # the text shortened, the traceback kept
     assert "test_mesh_hardening.py" in line
+
+
+# ---------------------------------------------------------------- 4. authentication first
+TOKEN = "t" * 32
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["unary", "response-stream"])
+def test_a_call_without_a_known_token_is_refused_before_its_message_is_read(streaming):
+    """A real server on loopback with the evaluator's AuthInterceptor: the refused calls' messages
+    are never deserialized (the server never took them in); a call with the token is served."""
+    read = []
+
+    def deserialize(data: bytes) -> bytes:
+        read.append(len(data))
+        return data
+    kind = grpc.unary_stream_rpc_method_handler if streaming else grpc.unary_unary_rpc_method_handler
+    answer = (lambda request, context: iter([b"ok"])) if streaming else (lambda request, context: b"ok")
+    server = grpc.server(ThreadPoolExecutor(2), interceptors=[AuthInterceptor(Tokens([("alice", TOKEN)]))],
+                         options=[("grpc.max_receive_message_length", 8 * MIB), ("grpc.http2.bdp_probe", 0)])
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+        "test.Probe", {"Call": kind(answer, deserialize, lambda b: b)})])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = (channel.unary_stream if streaming else channel.unary_unary)("/test.Probe/Call")
+            for metadata in ((), (("authorization", "Bearer " + "x" * 32),)):
+                with pytest.raises(grpc.RpcError) as err:
+                    list(call(b"v" * (4 * MIB), metadata=metadata, timeout=10)) if streaming else \
+                        call(b"v" * (4 * MIB), metadata=metadata, timeout=10)
+                assert err.value.code() == C.UNAUTHENTICATED and "bearer token" in err.value.details()
+            assert read == []
+            good = call(b"v" * (4 * MIB), metadata=(("authorization", f"Bearer {TOKEN}"),), timeout=10)
+            assert (list(good) if streaming else [good]) == [b"ok"] and read == [4 * MIB]
+    finally:
+        server.stop(0)

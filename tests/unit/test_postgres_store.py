@@ -37,7 +37,7 @@ def test_two_pods_share_the_jobs_the_sets_and_the_results(url):
     assert pod_a.get(job.id).state == "cancelled"
     refs_a.put(Reference("gt", SETTINGS, {"profile": "reference"}, {"lip_sync": 1.0}, {"lip_sync": 1}, 1, 1,
                          owner="alice"), [])
-    assert refs_b.get("gt").owner == "alice" and refs_b.get("gt").raw == {"lip_sync": 1.0}
+    assert refs_b.get("alice", "gt").owner == "alice" and refs_b.get("alice", "gt").raw == {"lip_sync": 1.0}
     for s in (pod_a, pod_b, refs_a, refs_b):
         s.close()
 
@@ -85,7 +85,7 @@ def test_a_new_database_opened_by_several_processes_at_once_is_set_up_once(url):
         p.join(60)
         assert p.exitcode == 0
     store = SqlJobStore(url)
-    assert dict(store._sql.rows("SELECT name, version FROM schema_versions")) == {"jobs": 1, "references": 3}
+    assert dict(store._sql.rows("SELECT name, version FROM schema_versions")) == {"jobs": 1, "references": 4}
     store.close()
 
 

@@ -1,6 +1,7 @@
-"""GT reference sets in plain Python (jobs.reference_sets; real SQLite, real folders): which
-videos a GT set is made of, who may create, replace and score against one, what a set refuses,
-and the leaderboard of the models scored against one. Videos are scored by a function of the
+"""GT reference sets in plain Python (jobs.reference_sets; real SQLite and PostgreSQL, real
+folders): which videos a GT set is made of, each owner's namespace of sets (who may create,
+replace, score against and read one; what an admin may read), what a set refuses, and the
+leaderboard of the models scored against one. Videos are scored by a function of the
 test (the evaluator passes the mesh's), returning results with known metric values."""
 import math
 import os
@@ -106,9 +107,9 @@ def test_a_set_is_the_mean_of_its_scored_videos_and_keeps_its_failures(sets):
                 failed=("bad.mp4",))
     assert (ref.videos, ref.scored, ref.owner, ref.failures) == (3, 2, "alice", [("bad.mp4", "cannot decode")])
     assert ref.raw == {m: 2.0 for m in NAME_OF_KEY.values()} and set(ref.counts.values()) == {2}
-    stored = sets.get("gt")
+    stored = sets.get("alice", "gt")
     assert (stored.raw, stored.failures, stored.settings) == (ref.raw, ref.failures, DEFAULT.key())
-    assert [r.video for r in sets.store.reference_videos("gt")] == ["a.mp4", "b.mp4", "bad.mp4"]
+    assert [r.video for r in sets.store.reference_videos("alice", "gt")] == ["a.mp4", "b.mp4", "bad.mp4"]
 
 
 def test_a_set_that_cannot_normalise_is_refused_and_not_stored(sets):
@@ -120,7 +121,7 @@ def test_a_set_that_cannot_normalise_is_refused_and_not_stored(sets):
     with pytest.raises(UserError, match=r"cannot normalise Global aesthetic, .*, Lip sync \(zero or NaN over all "
                                         r"its videos\); add"):  # zero everywhere, no reason recorded
         a_set(sets, values={"a.mp4": 0.0, "b.mp4": 0.0})
-    assert sets.all() == []
+    assert sets.store.all(None) == []
 
 
 def test_a_mesh_failure_fails_the_whole_set(sets):
@@ -130,30 +131,90 @@ def test_a_mesh_failure_fails_the_whole_set(sets):
         return result("gt", video.label), None
     with pytest.raises(ServiceError, match="landmarks service is down"):
         sets.create("gt", "alice", DEFAULT, [GtVideo("a.mp4", 0), GtVideo("b.mp4", 1)], score, 2)
-    assert sets.all() == []
+    assert sets.store.all(None) == []
 
 
-def test_only_its_owner_replaces_a_set_and_only_when_asked(sets):
+def test_a_set_is_replaced_only_when_asked(sets):
     assert sets.check_create("gt", "alice", replace=False) == "gt"
     a_set(sets)
-    with pytest.raises(AlreadyExists, match="set replace to score it again"):
+    with pytest.raises(AlreadyExists, match="you have a reference set named 'gt'; set replace to score it again"):
         sets.check_create("gt", "alice", replace=False)
-    with pytest.raises(AccessDenied, match="belongs to another caller"):
-        sets.check_create("gt", "bob", replace=True)
     assert sets.check_create("gt", "alice", replace=True) == "gt"
     with pytest.raises(UserError, match="reference set name 'bad\\\\nname'"):
         sets.check_create("bad\nname", "alice", replace=False)
 
 
+# ---------------------------------------------------------------------------- owners
+def test_each_owner_has_its_own_names_sets_and_models(sets):
+    """Two teams both have a set named gt, and both score a model named m against theirs."""
+    alices = a_set(sets)  # 2.0 everywhere
+    assert sets.check_create("gt", "bob", replace=False) == "gt"  # alice's gt takes no name of bob's
+    bobs = a_set(sets, owner="bob", values={"a.mp4": 4.0, "b.mp4": 4.0})
+    assert (sets.get("alice", "gt").raw["Lip sync"], sets.get("bob", "gt").raw["Lip sync"]) == (2.0, 4.0)
+    assert sets.get("bob", "gt").owner == "bob" and [r.owner for r in sets.store.all(None)] == ["alice", "bob"]
+    sets.record(sets.check_evaluate("gt", "m", "", "alice"), result("m", "v1.mp4", 2.0))
+    sets.record(sets.check_evaluate("gt", "m", "", "bob"), result("m", "v1.mp4", 2.0))  # the same model name
+    assert [(r.model, r.final) for r in sets.leaderboard("alice", "gt").rows] == [("gt", 1.0), ("m", 1.0)]
+    assert [(r.model, r.final) for r in sets.leaderboard("bob", "gt").rows] == [("gt", 1.0), ("m", 0.5)]
+    a_set(sets, values={"a.mp4": 3.0, "b.mp4": 3.0})  # alice replaces hers: bob's set and rows stay
+    assert [r.model for r in sets.leaderboard("alice", "gt").rows] == ["gt"]
+    assert [r.model for r in sets.leaderboard("bob", "gt").rows] == ["gt", "m"]
+    assert sets.get("bob", "gt").raw == bobs.raw and sets.get("alice", "gt").raw != alices.raw
+    assert [r.video for r in sets.store.reference_videos("bob", "gt")] == ["a.mp4", "b.mp4"]
+
+
+def test_another_owners_set_is_not_found_as_one_that_does_not_exist(sets):
+    """bob probes alice's set: he gets what he got before she made it, and no name of hers."""
+    def refusals(who):
+        out = []
+        for call in (lambda: sets.check_evaluate("alice-gt", "hallo2", "", who),
+                     lambda: sets.leaderboard(who, "alice-gt")):
+            with pytest.raises(NotFound) as err:
+                call()
+            out.append(str(err.value))
+        return out
+    before = refusals("bob"), refusals("")  # "": the anonymous caller of a server without tokens
+    a_set(sets, name="alice-gt")
+    a_set(sets, name="alice-gt2")
+    assert (refusals("bob"), refusals("")) == before
+    assert before[0][0] == "no GT reference set named 'alice-gt' of owner 'bob': ListReferences lists yours, " \
+                           "CreateReference makes one"
+    assert before[1][0].startswith("no GT reference set named 'alice-gt': ListReferences")
+    assert sets.listed("bob", admin=False, every_owner=False) == []
+    # alice's set, and the model name hallo2 on it, are still hers to use
+    sets.record(sets.check_evaluate("alice-gt", "hallo2", "", "alice"), result("hallo2", "v1.mp4"))
+    assert [r.model for r in sets.leaderboard("alice", "alice-gt").rows] == ["alice-gt", "hallo2"]
+    assert [r.name for r in sets.listed("alice", admin=False, every_owner=False)] == ["alice-gt", "alice-gt2"]
+
+
+def test_an_admin_lists_and_reads_every_owners_sets_and_no_one_else_does(sets):
+    a_set(sets, name="gt")
+    a_set(sets, name="gt", owner="bob")
+    a_set(sets, name="mine", owner="ops")
+    assert [r.name for r in sets.listed("ops", admin=True, every_owner=False)] == ["mine"]  # its own by default
+    assert [(r.owner, r.name) for r in sets.listed("ops", admin=True, every_owner=True)] == \
+        [("alice", "gt"), ("bob", "gt"), ("ops", "mine")]
+    assert sets.owner_read("ops", True, "bob") == "bob" and sets.leaderboard("bob", "gt").gt_name == "gt"
+    assert sets.owner_read("alice", False, None) == sets.owner_read("alice", False, "alice") == "alice"
+    for call in (lambda: sets.listed("alice", admin=False, every_owner=True),
+                 lambda: sets.owner_read("alice", False, "bob"),  # bob has a gt
+                 lambda: sets.owner_read("alice", False, "nobody")):  # nobody has none: the same answer
+        with pytest.raises(AccessDenied, match="only an admin reads other owners' reference sets .*--admins"):
+            call()
+    with pytest.raises(NotFound, match="no GT reference set named 'gt' of owner 'nobody'"):
+        sets.leaderboard(sets.owner_read("ops", True, "nobody"), "gt")
+
+
 # ---------------------------------------------------------------------------- scoring against a set
 def test_the_rules_of_a_video_scored_against_a_set(sets):
     assert sets.check_evaluate("", "", "", "alice") is None  # raw metrics only
-    with pytest.raises(NotFound, match=r"no GT reference set named 'gt' \(stored: none yet; create one"):
+    with pytest.raises(NotFound, match=r"no GT reference set named 'gt' of owner 'alice': ListReferences lists"):
         sets.check_evaluate("gt", "m", "", "alice")
     a_set(sets)
     a_set(sets, name="gt2")
-    with pytest.raises(NotFound, match=r"no GT reference set named 'nope' \(stored: gt, gt2\)"):
+    with pytest.raises(NotFound, match=r"no GT reference set named 'nope' of owner 'alice'") as err:
         sets.check_evaluate("nope", "m", "", "alice")
+    assert "gt2" not in str(err.value)  # no names listed, not even the caller's own
     assert sets.check_evaluate("gt", "m", "clip one", "alice").name == "gt"
     with pytest.raises(UserError, match="has the name of the reference set"):
         sets.check_evaluate("gt", "gt", "", "alice")
@@ -163,10 +224,8 @@ def test_the_rules_of_a_video_scored_against_a_set(sets):
         sets.check_evaluate("", "", "a\tb", "alice")
     with pytest.raises(UserError, match="model ' m'"):
         sets.check_evaluate("gt", " m", "", "alice")
-    sets.record(sets.get("gt"), result("m", "v1.mp4"), "alice")  # alice scored m first: m is hers
-    with pytest.raises(AccessDenied, match="scored by another caller"):
-        sets.check_evaluate("gt", "m", "", "bob")
-    assert sets.check_evaluate("gt2", "m", "", "bob").name == "gt2"  # per reference set
+    with pytest.raises(NotFound, match=r"no GT reference set named 'x{128}' of"):  # a long name is cut
+        sets.check_evaluate("x" * 5000, "m", "", "alice")
 
 
 def test_settings_are_the_callers_else_the_sets_else_the_servers(sets):
@@ -180,30 +239,30 @@ def test_settings_are_the_callers_else_the_sets_else_the_servers(sets):
 
 def test_scores_against_a_set_and_the_leaderboard_of_its_models(sets):
     ref = a_set(sets)  # 2.0 everywhere
-    exact = sets.record(ref, result("good", "v1.mp4", 2.0), "alice")
+    exact = sets.record(ref, result("good", "v1.mp4", 2.0))
     assert exact.reference == "gt" and exact.row.final == 1.0 and exact.warnings == []
     assert exact.row.scores == {m: 1.0 for m in NAME_OF_KEY.values()}
-    sets.record(ref, result("good", "v2.mp4", 2.0), "alice")
-    half = sets.record(ref, result("off", "v1.mp4", 1.0), "bob")
+    sets.record(ref, result("good", "v2.mp4", 2.0))
+    half = sets.record(ref, result("off", "v1.mp4", 1.0))
     assert half.row.final == 0.5
-    unnamed = sets.record(ref, result("", "v9.mp4", 2.0), "carol")  # no model: scored, not stored
-    assert unnamed.row.model == "this video" and sets.store.model_owner("gt", "") is None
+    unnamed = sets.record(ref, result("", "v9.mp4", 2.0))  # no model: scored, not stored
+    assert unnamed.row.model == "this video" and "" not in {r.model for r in sets.store.scored("alice", "gt")}
     with pytest.raises(ScoringError, match="profile"):  # scored unlike the GT: refused, not stored
-        sets.record(ref, result("paper", "v1.mp4", provenance={**PROVENANCE, "profile": "paper"}), "bob")
-    board = sets.leaderboard("gt")
+        sets.record(ref, result("paper", "v1.mp4", provenance={**PROVENANCE, "profile": "paper"}))
+    board = sets.leaderboard("alice", "gt")
     assert [(r.model, r.rank, r.final) for r in board.rows] == [("gt", None, 1.0), ("good", 1, 1.0), ("off", 2, 0.5)]
     assert board.gt_name == "gt" and board.rows[1].counts == {m: 2 for m in NAME_OF_KEY.values()}
-    weighted = sets.leaderboard("gt", {"Lip sync": 0.0})
+    weighted = sets.leaderboard("alice", "gt", {"Lip sync": 0.0})
     assert weighted.weights["Lip sync"] == 0.0
     with pytest.raises(UserError, match="name the reference set"):
-        sets.leaderboard("")
+        sets.leaderboard("alice", "")
     with pytest.raises(NotFound, match="no GT reference set named 'nope'"):
-        sets.leaderboard("nope")
+        sets.leaderboard("alice", "nope")
 
 
 def test_replacing_a_set_forgets_the_models_scored_against_the_old_one(sets):
     ref = a_set(sets)
-    sets.record(ref, result("m", "v1.mp4"), "bob")
+    sets.record(ref, result("m", "v1.mp4"))
     a_set(sets, values={"a.mp4": 4.0, "b.mp4": 4.0})
-    assert [r.model for r in sets.leaderboard("gt").rows] == ["gt"] and sets.get("gt").raw["Lip sync"] == 4.0
-    assert sets.check_evaluate("gt", "m", "", "carol").name == "gt"  # m is no one's now
+    assert [r.model for r in sets.leaderboard("alice", "gt").rows] == ["gt"]
+    assert sets.get("alice", "gt").raw["Lip sync"] == 4.0

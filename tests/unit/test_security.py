@@ -58,6 +58,17 @@ def _env(tmp_path, **extra):
     return {**env, **extra}
 
 
+def test_admins_are_identities_with_tokens(tmp_path):
+    tokens = {"THEVAL_TOKENS": f"alice {TOKEN}, ops {'u' * 32}, audit {'v' * 32}"}
+    assert config.load("evaluator", environ=_env(tmp_path, **tokens)).admins == frozenset()
+    c = config.load("evaluator", environ=_env(tmp_path, THEVAL_ADMINS="ops, audit", **tokens))
+    assert c.admins == {"ops", "audit"} and c.tokens.identities == {"alice", "ops", "audit"}
+    with pytest.raises(UserError, match=r"THEVAL_ADMINS: no token in --tokens-file .* for 'carol': give each admin"):
+        config.load("evaluator", environ=_env(tmp_path, THEVAL_ADMINS="ops,carol", **tokens))
+    with pytest.raises(UserError, match="no token in .* for 'ops'"):  # a server without tokens has no admins
+        config.load("evaluator", environ=_env(tmp_path, THEVAL_ADMINS="ops"))
+
+
 def test_nothing_listens_beyond_loopback_without_tls_and_authentication(tmp_path):
     cert, key, ca = (tmp_path / n for n in ("c.pem", "k.pem", "ca.pem"))
     for f in (cert, key, ca):

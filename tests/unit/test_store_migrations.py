@@ -1,5 +1,6 @@
-"""Store files written before per-schema migrations (real SQLite files) open, migrate once and
-keep their rows; newer schemas are refused; a migration that fails changes nothing."""
+"""Store files written before per-schema migrations (real SQLite files), and reference stores
+written before owners had namespaces (SQLite and PostgreSQL), open, migrate once and keep their
+rows; newer schemas are refused; a migration that fails changes nothing."""
 import json
 import multiprocessing as mp
 import sqlite3
@@ -9,7 +10,8 @@ import pytest
 from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.jobs.inputs import Item
 from theval_mesh.jobs.job_store import JobSpec, SqlJobStore
-from theval_mesh.jobs.reference_store import Reference, ReferenceStore
+from theval_mesh.jobs.database import open_database
+from theval_mesh.jobs.reference_store import MIGRATIONS, Reference, ReferenceStore
 from theval_mesh.jobs.sqlite import SqliteDatabase as Database
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.settings import RunSettings
@@ -54,7 +56,8 @@ def result(model, video, value=1.0):
 
 def an_old_store(path, owners: bool):
     """The evaluator's store file as the old code left it: a job with one committed result, a
-    reference set with its video, a model's video scored against it (owned, if `owners`)."""
+    reference set with its video, a model's video scored against it (if `owners`: the set is
+    alice's, the model was scored by bob, as a model's first scorer then owned it)."""
     with sqlite3.connect(path) as db:
         db.executescript(OLD_JOBS + OLD_REFERENCES + (OWNERS if owners else ""))
         db.execute("PRAGMA user_version = 1")
@@ -65,14 +68,14 @@ def an_old_store(path, owners: bool):
             db.execute("INSERT INTO items (job, seq, model, video) VALUES (?,?,?,?)", ("job-old", seq, "GT", video))
         db.execute("INSERT INTO results VALUES (?,?,?,?,?,?)",
                    (KEY, "GT", "/v/gt/a.mp4", OK, result("GT", "/v/gt/a.mp4").to_json(), 2.0))
-        owner = ("alice",) if owners else ()
         db.execute(f"INSERT INTO reference_sets VALUES (?,?,?,?,?,?,?,?,?{',?' if owners else ''})",
                    ("gt", 3.0, json.dumps(SETTINGS), "{}", json.dumps({"Lip sync": 1.0}), json.dumps({"Lip sync": 1}),
-                    1, 1, "[]") + owner)
+                    1, 1, "[]") + (("alice",) if owners else ()))
         db.execute("INSERT INTO reference_videos VALUES (?,?,?)", ("gt", "/v/gt/a.mp4",
                                                                    result("gt", "/v/gt/a.mp4").to_json()))
         db.execute(f"INSERT INTO scored_videos VALUES (?,?,?,?,?{',?' if owners else ''})",
-                   ("gt", "m", "/v/m/a.mp4", result("m", "/v/m/a.mp4", 0.5).to_json(), 4.0) + owner)
+                   ("gt", "m", "/v/m/a.mp4", result("m", "/v/m/a.mp4", 0.5).to_json(), 4.0) +
+                   (("bob",) if owners else ()))
     db.close()
 
 
@@ -93,25 +96,56 @@ def test_an_old_store_opens_migrates_and_keeps_its_rows(tmp_path, owners):
     assert (job.state, job.total, job.done, job.spec.owner) == ("done", 2, 1, "alice")
     assert [r.video for r in jobs.results("job-old")] == ["/v/gt/a.mp4"]
     assert [i.video for _, i in jobs.pending("job-old")] == ["/v/gt/b.mp4"]
-    ref = refs.get("gt")
-    assert (ref.raw, ref.counts, ref.videos, ref.owner) == ({"Lip sync": 1.0}, {"Lip sync": 1}, 1,
-                                                            "alice" if owners else "")
-    assert [r.video for r in refs.reference_videos("gt")] == ["/v/gt/a.mp4"]
-    assert [(r.model, r.metrics["lip_sync"]) for r in refs.scored("gt")] == [("m", 0.5)]
-    assert refs.model_owner("gt", "m") == ("alice" if owners else "")
-    assert versions(path) == {"jobs": 1, "references": 3, "user_version": 1}
+    owner = "alice" if owners else ""  # a set made before owners is the anonymous caller's
+    ref = refs.get(owner, "gt")
+    assert (ref.raw, ref.counts, ref.videos, ref.owner) == ({"Lip sync": 1.0}, {"Lip sync": 1}, 1, owner)
+    assert [r.video for r in refs.reference_videos(owner, "gt")] == ["/v/gt/a.mp4"]
+    # bob's model against alice's set: a row of her set now, on her leaderboard
+    assert [(r.model, r.metrics["lip_sync"]) for r in refs.scored(owner, "gt")] == [("m", 0.5)]
+    assert refs.scored("bob", "gt") == [] and refs.get("bob", "gt") is None
+    assert versions(path) == {"jobs": 1, "references": 4, "user_version": 1}
     # ... and goes on working: new rows beside the old ones
     new = jobs.create(JobSpec(inputs=[["m", "/v/m"]], settings=SETTINGS), [Item("m", "/v/m/a.mp4")])
     assert jobs.commit(new.id, result("m", "/v/m/a.mp4")) and jobs.get(new.id).done == 1
-    refs.add_scored("gt", result("n", "/v/n/a.mp4"), "bob")
-    assert refs.model_owner("gt", "n") == "bob" and len(refs.scored("gt")) == 2
-    refs.put(Reference("gt2", SETTINGS, {}, {"Lip sync": 2.0}, {"Lip sync": 1}, 1, 1, owner="bob"), [])
-    assert [r.name for r in refs.all()] == ["gt", "gt2"]
+    refs.add_scored(owner, "gt", result("n", "/v/n/a.mp4"))
+    assert [r.model for r in refs.scored(owner, "gt")] == ["m", "n"]
+    refs.put(Reference("gt", SETTINGS, {}, {"Lip sync": 2.0}, {"Lip sync": 1}, 1, 1, owner="bob"), [])
+    assert [(r.owner, r.name) for r in refs.all(None)] == sorted([(owner, "gt"), ("bob", "gt")])
+    assert refs.get(owner, "gt").raw == {"Lip sync": 1.0} and len(refs.scored(owner, "gt")) == 2
     jobs.close()
     refs.close()
     again = ReferenceStore(path)  # migrated once: reopening changes nothing
-    assert again.get("gt").owner == ("alice" if owners else "") and versions(path)["references"] == 3
+    assert again.get(owner, "gt").owner == owner and versions(path)["references"] == 4
     again.close()
+
+
+def test_a_store_of_owners_without_namespaces_migrates_on_both_databases(store_location):
+    """A reference store as version 3 left it (one namespace; a model owned by its first scorer),
+    in SQLite or PostgreSQL: each set goes to its owner's namespace with its videos, and every
+    model scored against it (whoever scored it) to the set's owner."""
+    old = open_database(store_location, "store", "references", MIGRATIONS[:3])  # what version 3 ran
+    with old.transaction() as db:
+        for owner, name in (("alice", "alice-gt"), ("bob", "bob-gt"), ("", "before-owners")):
+            db.execute("INSERT INTO reference_sets VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       (name, 1.0, json.dumps(SETTINGS), "{}", json.dumps({"Lip sync": 1.0}), "{}", 1, 1, "[]", owner))
+            db.execute("INSERT INTO reference_videos VALUES (?,?,?)",
+                       (name, "/gt.mp4", result(name, "/gt.mp4").to_json()))
+        for reference, model, scorer in (("alice-gt", "hallo2", "bob"), ("alice-gt", "mine", "alice"),
+                                         ("bob-gt", "hallo2", "bob"), ("before-owners", "m", "")):
+            db.execute("INSERT INTO scored_videos VALUES (?,?,?,?,?,?)",
+                       (reference, model, "/v.mp4", result(model, "/v.mp4").to_json(), 2.0, scorer))
+    old.close()
+    refs = ReferenceStore(store_location)
+    assert [(r.owner, r.name) for r in refs.all(None)] == [("", "before-owners"), ("alice", "alice-gt"),
+                                                          ("bob", "bob-gt")]
+    assert [r.model for r in refs.scored("alice", "alice-gt")] == ["hallo2", "mine"]  # bob's hallo2 too
+    assert [r.model for r in refs.scored("bob", "bob-gt")] == ["hallo2"]
+    assert [r.model for r in refs.scored("", "before-owners")] == ["m"]
+    assert [r.video for r in refs.reference_videos("alice", "alice-gt")] == ["/gt.mp4"]
+    assert refs.scored("bob", "alice-gt") == [] and refs.get("bob", "alice-gt") is None
+    refs.put(Reference("alice-gt", SETTINGS, {}, {"Lip sync": 2.0}, {}, 1, 1, owner="bob"), [])  # bob's own now
+    assert len(refs.scored("alice", "alice-gt")) == 2 and refs.get("alice", "alice-gt").raw == {"Lip sync": 1.0}
+    refs.close()
 
 
 def test_a_newer_schema_is_refused_per_schema(tmp_path):
@@ -120,7 +154,7 @@ def test_a_newer_schema_is_refused_per_schema(tmp_path):
     with sqlite3.connect(path) as db:
         db.execute("UPDATE schema_versions SET version = 99 WHERE name = 'references'")
     db.close()
-    with pytest.raises(UserError, match=r"references schema version 99, newer than this theval's 3: upgrade"):
+    with pytest.raises(UserError, match=r"references schema version 99, newer than this theval's 4: upgrade"):
         ReferenceStore(path)
     SqlJobStore(path).close()  # the job store's own schema is not newer: it opens
     assert versions(path) == {"jobs": 1, "references": 99, "user_version": 1}
@@ -180,7 +214,7 @@ def test_an_old_store_opened_by_several_processes_at_once_migrates_once(tmp_path
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    assert versions(path) == {"jobs": 1, "references": 3, "user_version": 1}
+    assert versions(path) == {"jobs": 1, "references": 4, "user_version": 1}
     refs = ReferenceStore(path)
-    assert refs.get("gt").owner == "" and len(refs.scored("gt")) == 1
+    assert refs.get("", "gt").owner == "" and len(refs.scored("", "gt")) == 1
     refs.close()

@@ -55,6 +55,12 @@ class Reference:
     raw: dict[str, float]               # metric name -> mean over the scored videos
     counts: dict[str, int]              # videos behind each mean
     failures: list[tuple[str, str]]     # (video, reason) of those that could not be scored
+    owner: str = ""                     # the identity that created it ("" on a server without tokens)
+
+
+def _reference(m: evaluator_pb2.Reference) -> Reference:
+    return Reference(name=m.name, videos=m.videos, scored=m.scored, raw=dict(m.raw), counts=dict(m.counts),
+                     failures=[(f.video, f.reason) for f in m.failures], owner=m.owner)
 
 
 @dataclass(frozen=True)
@@ -174,17 +180,23 @@ class Client:
                                                        replace=replace)
         if settings is not None or options:
             request.settings.CopyFrom(wire.settings_to_proto(run_settings(settings, options)))
-        m = self._call("CreateReference", request, video=f"reference set {name!r}")
-        return Reference(name=m.name, videos=m.videos, scored=m.scored, raw=dict(m.raw), counts=dict(m.counts),
-                         failures=[(f.video, f.reason) for f in m.failures])
+        return _reference(self._call("CreateReference", request, video=f"reference set {name!r}"))
 
-    def leaderboard(self, reference: str, weights: Mapping[str, float] | str | None = None) -> list[LeaderboardRow]:
-        """The models scored against `reference` (Evaluate with a model), ranked, the GT row first,
-        with their bootstrap intervals (the reference set's means held fixed). Raw means are not
-        in the protocol: `raw` is empty."""
+    def references(self, every_owner: bool = False) -> list[Reference]:
+        """Your reference sets (each caller has its own names); every_owner: every owner's, each
+        with its owner (an admin's token only: the server's --admins)."""
+        m = self._call("ListReferences", evaluator_pb2.ListReferencesRequest(every_owner=every_owner))
+        return [_reference(r) for r in m.references]
+
+    def leaderboard(self, reference: str, weights: Mapping[str, float] | str | None = None, *,
+                    owner: str | None = None) -> list[LeaderboardRow]:
+        """The models scored against your set `reference` (Evaluate with a model), ranked, the GT
+        row first, with their bootstrap intervals (the reference set's means held fixed). Raw means
+        are not in the protocol: `raw` is empty. owner: another owner's set, for an admin."""
         spec = weights if isinstance(weights, str) or weights is None else \
             ",".join(f"{k}={v}" for k, v in weights.items())
-        m = self._call("GetLeaderboard", evaluator_pb2.GetLeaderboardRequest(reference=reference, weights=spec or ""))
+        m = self._call("GetLeaderboard", evaluator_pb2.GetLeaderboardRequest(reference=reference, weights=spec or "",
+                                                                              owner=owner))
 
         def pairs(field) -> dict:
             return {name: (i.low, i.high) for name, i in field.items()}

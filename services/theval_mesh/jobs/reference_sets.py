@@ -1,7 +1,13 @@
 """GT reference sets as the evaluator serves them: creating one from files and folders, the rules
 of a video scored against one, its normalised scores, the leaderboard of the models scored
 against one. Plain Python values: the servicer (service/evaluator.py) converts the messages, maps
-the errors to status codes, and passes in how a video is scored (through the mesh)."""
+the errors to status codes, and passes in how a video is scored (through the mesh).
+
+Tenants: each caller (a token's identity; one anonymous caller on a server without tokens) has its
+own namespace of sets. It creates, scores against and reads only its own; the models scored
+against a set are rows of that set, its owner's. An admin may also list and read (not score
+against, not replace) every owner's sets, naming the owner. A set of another owner is not found
+exactly as a set that does not exist is, and no error lists names."""
 import logging
 import math
 from collections.abc import Callable
@@ -19,7 +25,7 @@ from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, ScoredRow, leaderboard
 from theval_mesh.pure.scoring.names import KEY_OF, NAME_OF_KEY
 from theval_mesh.pure.settings import RunSettings
-from theval_mesh.rpc.security import check_name
+from theval_mesh.rpc.security import ANONYMOUS, MAX_NAME, check_name
 
 log = logging.getLogger("theval.evaluator")
 MAX_LABEL = 1024  # a video's display name
@@ -52,33 +58,42 @@ class ReferenceSets:
         """roots: the folders the server may read; default: its run settings."""
         self.store, self.roots, self.default, self.limits = store, roots, default, limits
 
-    def get(self, name: str) -> Reference | None:
-        """The set named `name`, None for no name; NotFound names the stored ones."""
+    def get(self, owner: str, name: str) -> Reference | None:
+        """The set `name` of `owner`, None for no name; NotFound else, the same whoever else has a
+        set of that name."""
         if not name:
             return None
-        ref = self.store.get(name)
+        ref = self.store.get(owner, name)
         if ref is None:
-            known = ", ".join(r.name for r in self.store.all()) or "none yet; create one with CreateReference"
-            raise NotFound(f"no GT reference set named {name!r} (stored: {known})")
+            raise NotFound(f"no GT reference set named {name[:MAX_NAME]!r}{_of(owner)}: ListReferences lists "
+                           "yours, CreateReference makes one")
         return ref
 
-    def all(self) -> list[Reference]:
-        return self.store.all()
+    def listed(self, who: str, admin: bool, every_owner: bool) -> list[Reference]:
+        """The caller's sets; with every_owner, every owner's (admins only)."""
+        if every_owner:
+            _admin_only(admin)
+            return self.store.all(None)
+        return self.store.all(who)
+
+    def owner_read(self, who: str, admin: bool, owner: str | None) -> str:
+        """Whose sets a caller reads: its own (owner None, or itself), another's only as an admin."""
+        if owner is not None and owner != who:
+            _admin_only(admin)
+            return owner
+        return who
 
     # ------------------------------------------------------------------ a video scored against a set
     def check_evaluate(self, reference: str, model: str, label: str, who: str) -> Reference | None:
         """The reference set a video is to be scored against (None: raw metrics only), once the
-        request keeps the rules: a model's rows are its first scorer's."""
+        request keeps the rules: a caller scores against its own sets only."""
         if model:
             check_name("model", model)
         if len(label) > MAX_LABEL or not label.isprintable():
             raise UserError(f"name: at most {MAX_LABEL} printable characters, not {len(label)}")
-        ref = self.get(reference)
+        ref = self.get(who, reference)
         if ref is not None and model == ref.name:
             raise UserError(f"model {model!r} has the name of the reference set; name it otherwise")
-        if ref is not None and model and self.store.model_owner(ref.name, model) not in (None, who):
-            raise AccessDenied(f"model {model!r} against {ref.name!r} was scored by another caller: "
-                               "name yours otherwise")
         return ref
 
     def settings(self, reference: Reference | None, given: RunSettings | None) -> RunSettings:
@@ -90,26 +105,23 @@ class ReferenceSets:
             return RunSettings.from_key(reference.settings, limits=self.limits)
         return self.default
 
-    def record(self, reference: Reference, result: VideoResult, who: str) -> Scores:
+    def record(self, reference: Reference, result: VideoResult) -> Scores:
         """The video's scores against the set (ScoringError when scored unlike its GT); a model's
-        video is stored, durably, for the leaderboard."""
+        video is stored, durably, for the leaderboard: a row of the set, its owner's."""
         label = result.model or "this video"
         values = {NAME_OF_KEY[k]: v for k, v in result.metrics.items()}
         board = leaderboard([reference.row(), RawRow(label, values, None, result.provenance)],
                             gt_name=reference.name)
         if result.model:
-            self.store.add_scored(reference.name, result, who)  # durable before the answer
+            self.store.add_scored(reference.owner, reference.name, result)  # durable before the answer
         return Scores(reference.name, board.row(label), board.warnings)
 
     # ------------------------------------------------------------------ creating a set
     def check_create(self, name: str, who: str, replace: bool) -> str:
-        """The name of a set to create, checked: only its owner may replace a set."""
+        """The name of a set to create in the caller's namespace, checked."""
         check_name("reference set name", name)
-        existing = self.store.get(name)
-        if existing is not None and not replace:
-            raise AlreadyExists(f"a reference set named {name!r} exists; set replace to score it again")
-        if existing is not None and existing.owner != who:
-            raise AccessDenied(f"the reference set {name!r} belongs to another caller: only it may replace it")
+        if self.store.get(who, name) is not None and not replace:
+            raise AlreadyExists(f"you have a reference set named {name!r}; set replace to score it again")
         return name
 
     def gt_videos(self, uris: list[str | None]) -> list[GtVideo]:
@@ -160,14 +172,26 @@ class ReferenceSets:
         return ref
 
     # ------------------------------------------------------------------ leaderboards
-    def leaderboard(self, reference: str, weights: dict | None = None) -> Leaderboard:
-        """The models scored against the set (Evaluate with a model), ranked; the GT row first."""
-        ref = self.get(reference)
+    def leaderboard(self, owner: str, reference: str, weights: dict | None = None) -> Leaderboard:
+        """The models scored against the set `reference` of `owner` (Evaluate with a model), ranked;
+        the GT row first."""
+        ref = self.get(owner, reference)
         if ref is None:
             raise UserError("name the reference set")
-        results = self.store.scored(ref.name)
+        results = self.store.scored(ref.owner, ref.name)
         models = sorted({r.model for r in results})
         return aggregate.ranked(results, [ref.name] + models, ref.name, weights, gt_row=ref.row())
+
+
+def _of(owner: str) -> str:
+    return "" if owner == ANONYMOUS else f" of owner {owner[:MAX_NAME]!r}"
+
+
+def _admin_only(admin: bool):
+    """Other owners' sets are an admin's to read; refused to others whether or not any exist."""
+    if not admin:
+        raise AccessDenied("only an admin reads other owners' reference sets (the server's --admins, or "
+                           "THEVAL_ADMINS): leave the owner out to read yours")
 
 
 def _nan_reasons(results, metrics) -> str:

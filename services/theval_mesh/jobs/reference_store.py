@@ -2,7 +2,9 @@
 file, or PostgreSQL for evaluators on several pods).
 
 A reference set keeps its per-video results, the mean of every metric (RawRow values, with the
-number of videos behind each), the settings and the provenance they were scored with.
+number of videos behind each), the settings and the provenance they were scored with. Each owner
+(a caller's identity) has a namespace of its own: a set is named by (owner, name), and the
+models scored against it are rows of that set, hence its owner's.
 """
 import json
 import time
@@ -27,7 +29,37 @@ CREATE TABLE IF NOT EXISTS scored_videos (
 """,
               # owners: only the identity that made a set may replace it; a model's rows are its scorer's
               add_column("reference_sets", "owner", "TEXT NOT NULL DEFAULT ''"),
-              add_column("scored_videos", "owner", "TEXT NOT NULL DEFAULT ''")]
+              add_column("scored_videos", "owner", "TEXT NOT NULL DEFAULT ''"),
+              # tenants: a set is keyed by (owner, name); its videos and the models scored against
+              # it are keyed by its owner too. Old rows keep everything but the scorer of a model,
+              # which gives way to the owner of the set it was scored against. Tables are made
+              # anew: neither database can change a primary key in place.
+              """
+CREATE TABLE reference_sets_by_owner (
+    owner TEXT NOT NULL, name TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, settings TEXT NOT NULL,
+    provenance TEXT NOT NULL, raw TEXT NOT NULL, counts TEXT NOT NULL, videos INTEGER NOT NULL,
+    scored INTEGER NOT NULL, failures TEXT NOT NULL, PRIMARY KEY (owner, name));
+INSERT INTO reference_sets_by_owner (owner, name, created, settings, provenance, raw, counts, videos, scored, failures)
+    SELECT owner, name, created, settings, provenance, raw, counts, videos, scored, failures FROM reference_sets;
+CREATE TABLE reference_videos_by_owner (
+    owner TEXT NOT NULL, reference TEXT NOT NULL, video TEXT NOT NULL, result TEXT NOT NULL,
+    PRIMARY KEY (owner, reference, video));
+INSERT INTO reference_videos_by_owner (owner, reference, video, result)
+    SELECT COALESCE(s.owner, ''), v.reference, v.video, v.result
+    FROM reference_videos v LEFT JOIN reference_sets s ON s.name = v.reference;
+CREATE TABLE scored_videos_by_owner (
+    owner TEXT NOT NULL, reference TEXT NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, result TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL, PRIMARY KEY (owner, reference, model, video));
+INSERT INTO scored_videos_by_owner (owner, reference, model, video, result, created)
+    SELECT COALESCE(s.owner, v.owner), v.reference, v.model, v.video, v.result, v.created
+    FROM scored_videos v LEFT JOIN reference_sets s ON s.name = v.reference;
+DROP TABLE reference_sets;
+DROP TABLE reference_videos;
+DROP TABLE scored_videos;
+ALTER TABLE reference_sets_by_owner RENAME TO reference_sets;
+ALTER TABLE reference_videos_by_owner RENAME TO reference_videos;
+ALTER TABLE scored_videos_by_owner RENAME TO scored_videos
+"""]
 
 
 @dataclass
@@ -41,7 +73,7 @@ class Reference:
     scored: int
     failures: list = field(default_factory=list)  # [(video, reason)]
     created: float = 0.0
-    owner: str = ""           # the identity that created it: only it may replace it
+    owner: str = ""           # the identity that created it: its namespace ("" on a server without tokens)
 
     def row(self) -> RawRow:
         return RawRow(self.name, self.raw, self.counts, self.provenance)
@@ -59,46 +91,48 @@ class ReferenceStore:
                 db.execute(sql, args)
 
     def put(self, ref: Reference, results: list[VideoResult]):
-        """Store (or replace) a reference set and its per-video results, atomically."""
+        """Store (or replace) a reference set of ref.owner and its per-video results, atomically."""
         ref.created = ref.created or time.time()
+        key = (ref.owner, ref.name)
         self._write([
-            ("DELETE FROM reference_sets WHERE name = ?", (ref.name,)),
-            ("DELETE FROM reference_videos WHERE reference = ?", (ref.name,)),
+            ("DELETE FROM reference_sets WHERE owner = ? AND name = ?", key),
+            ("DELETE FROM reference_videos WHERE owner = ? AND reference = ?", key),
             # Videos scored against the old set may have used other settings: start afresh.
-            ("DELETE FROM scored_videos WHERE reference = ?", (ref.name,)),
+            ("DELETE FROM scored_videos WHERE owner = ? AND reference = ?", key),
             (f"INSERT INTO reference_sets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
              (ref.name, ref.created, json.dumps(ref.settings), json.dumps(ref.provenance), json.dumps(ref.raw),
               json.dumps(ref.counts), ref.videos, ref.scored, json.dumps(ref.failures), ref.owner)),
-        ] + [("INSERT INTO reference_videos (reference, video, result) VALUES (?, ?, ?) ON CONFLICT "
-              "(reference, video) DO UPDATE SET result = excluded.result", (ref.name, r.video, r.to_json()))
+        ] + [("INSERT INTO reference_videos (owner, reference, video, result) VALUES (?, ?, ?, ?) ON CONFLICT "
+              "(owner, reference, video) DO UPDATE SET result = excluded.result", key + (r.video, r.to_json()))
              for r in results])
 
-    def get(self, name: str) -> Reference | None:
-        rows = self._sql.rows(f"SELECT {_COLUMNS} FROM reference_sets WHERE name = ?", (name,))
+    def get(self, owner: str, name: str) -> Reference | None:
+        rows = self._sql.rows(f"SELECT {_COLUMNS} FROM reference_sets WHERE owner = ? AND name = ?", (owner, name))
         return _reference(rows[0]) if rows else None
 
-    def all(self) -> list[Reference]:
-        return [_reference(r) for r in self._sql.rows(f"SELECT {_COLUMNS} FROM reference_sets ORDER BY name")]
+    def all(self, owner: str | None) -> list[Reference]:
+        """The sets of `owner` by name; None: every owner's, by owner and name."""
+        if owner is None:
+            rows = self._sql.rows(f"SELECT {_COLUMNS} FROM reference_sets ORDER BY owner, name")
+        else:
+            rows = self._sql.rows(f"SELECT {_COLUMNS} FROM reference_sets WHERE owner = ? ORDER BY name", (owner,))
+        return [_reference(r) for r in rows]
 
-    def reference_videos(self, name: str) -> list[VideoResult]:
+    def reference_videos(self, owner: str, name: str) -> list[VideoResult]:
         return [VideoResult.from_json(r[0]) for r in self._sql.rows(
-            "SELECT result FROM reference_videos WHERE reference = ? ORDER BY video", (name,))]
+            "SELECT result FROM reference_videos WHERE owner = ? AND reference = ? ORDER BY video", (owner, name))]
 
-    def model_owner(self, reference: str, model: str) -> str | None:
-        """Who scored the model's first video against the reference set (None: no one yet)."""
-        rows = self._sql.rows("SELECT owner FROM scored_videos WHERE reference = ? AND model = ? LIMIT 1",
-                              (reference, model))
-        return rows[0][0] if rows else None
+    def add_scored(self, owner: str, reference: str, result: VideoResult):
+        """A model's video scored against the set `reference` of `owner`."""
+        self._write([("INSERT INTO scored_videos (owner, reference, model, video, result, created) "
+                      "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (owner, reference, model, video) DO UPDATE SET "
+                      "result = excluded.result, created = excluded.created",
+                      (owner, reference, result.model, result.video, result.to_json(), time.time()))])
 
-    def add_scored(self, reference: str, result: VideoResult, owner: str = ""):
-        self._write([("INSERT INTO scored_videos (reference, model, video, result, created, owner) "
-                      "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (reference, model, video) DO UPDATE SET "
-                      "result = excluded.result, created = excluded.created, owner = excluded.owner",
-                      (reference, result.model, result.video, result.to_json(), time.time(), owner))])
-
-    def scored(self, reference: str) -> list[VideoResult]:
+    def scored(self, owner: str, reference: str) -> list[VideoResult]:
         return [VideoResult.from_json(r[0]) for r in self._sql.rows(
-            "SELECT result FROM scored_videos WHERE reference = ? ORDER BY model, video", (reference,))]
+            "SELECT result FROM scored_videos WHERE owner = ? AND reference = ? ORDER BY model, video",
+            (owner, reference))]
 
     def close(self):
         self._sql.close()

@@ -1,7 +1,7 @@
 """Admission control of a mesh server: API calls beyond what its worker threads can run are
 refused at once (RESOURCE_EXHAUSTED), never queued behind busy threads; streaming calls have a
-smaller limit of their own and a maximum lifetime; health checks and reflection never wait for
-the API.
+smaller limit of their own, a smaller one again per caller (a token's identity: one caller cannot
+hold every stream) and a maximum lifetime; health checks and reflection never wait for the API.
 
 The server's thread pool has `workers` threads for API calls plus RESERVED_THREADS that API
 calls never hold: they answer health checks and reflection, and refuse the calls over a limit.
@@ -29,8 +29,16 @@ def stream_too_old(max_s: float) -> str:
 
 
 class AdmissionInterceptor(grpc.ServerInterceptor):
-    def __init__(self, service: str, workers: int, streams: int, stream_max_s: float):
-        self.stream_max_s = stream_max_s
+    def __init__(self, service: str, workers: int, streams: int, stream_max_s: float, tokens=None,
+                 caller_streams: int | None = None):
+        """tokens (rpc.security.Tokens) tell a call's caller: each may hold caller_streams of the
+        streams. Without tokens every caller is the same one: the streams limit it."""
+        self.stream_max_s, self.tokens = stream_max_s, tokens
+        self.caller_streams = caller_streams or streams
+        self._callers: dict[str, threading.BoundedSemaphore] = {}  # identity -> its streams (tokens: finite)
+        self._lock = threading.Lock()
+        self.caller_busy = (f"{self.caller_streams} of your streaming calls are open on {service}, the most one "
+                            "caller may have (THEVAL_STREAM_LIMIT_PER_CALLER); end one first")
         busy = f"{service} is busy: "
         self.calls = (threading.BoundedSemaphore(workers),
                       busy + f"its {workers} workers are all serving calls (THEVAL_WORKERS); retry later")
@@ -50,8 +58,17 @@ class AdmissionInterceptor(grpc.ServerInterceptor):
                 return handler
             return _wrap(handler, [self.control], None)
         if streaming:
-            return _wrap(handler, [self.streams, self.calls], self.stream_max_s)
+            return _wrap(handler, self._caller(details) + [self.streams, self.calls], self.stream_max_s)
         return _wrap(handler, [self.calls], None)
+
+    def _caller(self, details) -> list:
+        """The gate of the caller's own streams ([] on a server without tokens)."""
+        identity = self.tokens.identity(details.invocation_metadata) if self.tokens else None
+        if identity is None:
+            return []
+        with self._lock:
+            semaphore = self._callers.setdefault(identity, threading.BoundedSemaphore(self.caller_streams))
+        return [(semaphore, self.caller_busy)]
 
 
 def _admit(gates, context) -> list:

@@ -80,6 +80,9 @@ OPTIONS = (
            "RESOURCE_EXHAUSTED (default 8)", int, 8),
     Option("stream_limit", "THEVAL_STREAM_LIMIT", "streaming calls (EvaluateStream, StreamJob) open at once, "
            "within --workers (default: half the workers)", int, services=("evaluator",)),
+    Option("stream_limit_per_caller", "THEVAL_STREAM_LIMIT_PER_CALLER", "streaming calls one caller (a token's "
+           "identity) may hold open at once, within --stream-limit (default: half of it, at least 1; without tokens "
+           "there is one caller, limited by --stream-limit alone)", int, services=("evaluator",)),
     Option("stream_idle_s", "THEVAL_STREAM_IDLE_S", "an EvaluateStream that sent no request for this long, with "
            "none of its videos being scored, is ended (default 60 s)", float, 60.0, services=("evaluator",)),
     Option("stream_max_s", "THEVAL_STREAM_MAX_S", "longest a streaming call stays open (default 3600 s)", float,
@@ -106,6 +109,9 @@ OPTIONS = (
     Option("tokens_file", "THEVAL_TOKENS_FILE",
            "bearer tokens accepted on the API, one 'IDENTITY TOKEN' per line, mode 600 (env THEVAL_TOKENS may hold "
            "the lines instead); required beyond loopback", services=("evaluator",)),
+    Option("admins", "THEVAL_ADMINS", "identities of the tokens that may list and read every owner's GT "
+           "reference sets, separated by commas (e.g. ops,audit); others see their own only",
+           services=("evaluator",)),
 
     Option("call_timeout_s", "THEVAL_CALL_TIMEOUT_S",
            "deadline of each call to a service, within the caller's own (default 600 s)", float, 600.0,
@@ -139,6 +145,7 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     workers: int = 8
     stream_limit: int | None = None  # None: half the workers
+    stream_limit_per_caller: int | None = None  # None: half the stream limit
     stream_idle_s: float = 60.0
     stream_max_s: float = 3600.0
     grace_s: float = 30.0
@@ -160,11 +167,17 @@ class Config:
     tls_client_ca: str | None = None
     tls_ca: str | None = None
     tokens: Tokens = field(default_factory=lambda: Tokens([]))
+    admins: frozenset = frozenset()  # identities that may read every owner's reference sets
 
     @property
     def streams(self) -> int:
         """Streaming calls served at once: they hold a worker each, for long."""
         return self.stream_limit or max(1, self.workers // 2)
+
+    @property
+    def caller_streams(self) -> int:
+        """Streaming calls one caller (a token's identity) may hold: never all of them, if more than one."""
+        return self.stream_limit_per_caller or max(1, self.streams // 2)
 
     def client_security(self, token: str | None = None) -> ClientSecurity:
         """How this server reaches the services it calls."""
@@ -279,6 +292,7 @@ def load(service: str, args=None, environ=None) -> Config:
 
     tokens = Tokens.load(v.get("tokens_file"), environ) if service == "evaluator" else Tokens([])
     _check_security(service, v, tokens, where)
+    admins = _admins(v.get("admins"), tokens, where)
     if "job_workers" in v and v["job_workers"] > v["max_job_workers"]:
         raise UserError(f"{where('job_workers')}={v['job_workers']} is over {where('max_job_workers')}="
                         f"{v['max_job_workers']}")
@@ -294,14 +308,28 @@ def load(service: str, args=None, environ=None) -> Config:
         run = RunSettings.from_values(v)
     except ValueError as err:
         raise UserError(str(err)) from None
-    keep = {k: v[k] for k in ("max_video_bytes", "max_message_bytes", "workers", "stream_limit", "stream_idle_s",
+    keep = {k: v[k] for k in ("max_video_bytes", "max_message_bytes", "workers", "stream_limit",
+                              "stream_limit_per_caller", "stream_idle_s",
                               "stream_max_s", "grace_s", "weights_store",
                               "backend", "triton_url", "call_timeout_s", "retries", "concurrency", "job_workers",
                               "max_job_workers", "max_jobs", "ray_address", "tls_cert", "tls_key", "tls_client_ca",
                               "tls_ca") if k in v}
-    return Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],
-                  allowed_roots=tuple(roots), run=run, limits=run.limits, store=store, dependencies=deps,
-                  tokens=tokens, **keep)
+    cfg = Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],
+                 allowed_roots=tuple(roots), run=run, limits=run.limits, store=store, dependencies=deps,
+                 tokens=tokens, admins=admins, **keep)
+    check("stream_limit_per_caller", lambda x: 1 <= x <= cfg.streams,
+          f"must be 1 to the stream limit ({cfg.streams})")
+    return cfg
+
+
+def _admins(text: str | None, tokens: Tokens, where) -> frozenset:
+    """The identities of --admins, each one with a token (an admin without one could never call)."""
+    admins = frozenset(filter(None, (a.strip() for a in (text or "").split(","))))
+    unknown = sorted(admins - tokens.identities)
+    if unknown:
+        raise UserError(f"{where('admins')}: no token in --tokens-file (or THEVAL_TOKENS) for "
+                        f"{', '.join(map(repr, unknown))[:300]}: give each admin a token, or leave it out")
+    return admins
 
 
 def _check_security(service: str, v: dict, tokens: Tokens, where):

@@ -61,6 +61,10 @@ class Tokens:
     def __len__(self):
         return len(self._entries)
 
+    @property
+    def identities(self) -> frozenset:
+        return frozenset(identity for _, identity in self._entries)
+
     def __bool__(self):
         return bool(self._entries)
 
@@ -121,7 +125,11 @@ def caller(tokens: Tokens, context) -> str:
 
 
 class AuthInterceptor(grpc.ServerInterceptor):
-    """Refuses every call but health checks without a known bearer token: UNAUTHENTICATED."""
+    """Refuses every call but health checks without a known bearer token: UNAUTHENTICATED, from
+    the call's metadata alone. The refusal takes its request as a stream and never reads it: a
+    unary handler would make the server receive the whole message first (up to the receive limit,
+    65 MiB on the evaluator) before refusing it; unread, the rest stays with the client (HTTP/2
+    flow control, rpc.server's windows)."""
 
     def __init__(self, tokens: Tokens):
         self.tokens = tokens
@@ -132,15 +140,14 @@ class AuthInterceptor(grpc.ServerInterceptor):
         handler = continuation(details)
         if handler is None:
             return None
+        kind = grpc.stream_stream_rpc_method_handler if handler.response_streaming else \
+            grpc.stream_unary_rpc_method_handler
+        return kind(_refuse_unread, handler.request_deserializer, handler.response_serializer)
 
-        def refuse(request, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                          "missing or unknown bearer token: send 'authorization: Bearer TOKEN'")
 
-        kind = ("stream" if handler.request_streaming else "unary") + "_" + \
-               ("stream" if handler.response_streaming else "unary")
-        return getattr(grpc, f"{kind}_rpc_method_handler")(refuse, handler.request_deserializer,
-                                                           handler.response_serializer)
+def _refuse_unread(requests, context):
+    context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                  "missing or unknown bearer token: send 'authorization: Bearer TOKEN'")
 
 
 def _read(path: str, what: str) -> bytes:

@@ -78,7 +78,8 @@ def build(config: Config, service: Service, port: int | None = None, interceptor
         futures.ThreadPoolExecutor(max_workers=config.workers + RESERVED_THREADS, thread_name_prefix=name),
         # Metrics first: refused calls (no token, server full) are counted too.
         interceptors=[MetricsInterceptor(name)] + ([AuthInterceptor(config.tokens)] if config.tokens else [])
-        + [AdmissionInterceptor(name, config.workers, config.streams, config.stream_max_s)] + list(interceptors),
+        + [AdmissionInterceptor(name, config.workers, config.streams, config.stream_max_s, config.tokens,
+                                config.caller_streams)] + list(interceptors),
         options=[("grpc.max_send_message_length", config.max_message_bytes),
                  ("grpc.max_receive_message_length", service.receive_limit or config.max_message_bytes),
                  # Receive windows no wider than what is being read (64 KB beyond): unread requests

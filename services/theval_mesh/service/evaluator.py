@@ -94,7 +94,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         observe_stages(result.timings)
         response = evaluator_pb2.EvaluateResponse(result=wire.result_to_proto(result))
         if reference is not None:
-            response.scores.CopyFrom(_scores_proto(self.sets.record(reference, result, who)))
+            response.scores.CopyFrom(_scores_proto(self.sets.record(reference, result)))
         return response, None
 
     def _settings(self, request, default: RunSettings | None = None) -> RunSettings | None:
@@ -147,14 +147,21 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
             return self._score(ref, video.label, name, settings, deadline, cancelled)
         return _reference_proto(self.sets.create(name, who, settings, videos, score_one, self.config.concurrency))
 
+    def _reader(self, context) -> tuple[str, bool]:
+        """(the caller's identity, whether it is an admin)."""
+        who = caller(self.config.tokens, context)
+        return who, who in self.config.admins
+
     @rpc
     def ListReferences(self, request, context):
-        return evaluator_pb2.ListReferencesResponse(references=[_reference_proto(r) for r in self.sets.all()])
+        refs = self.sets.listed(*self._reader(context), request.every_owner)
+        return evaluator_pb2.ListReferencesResponse(references=[_reference_proto(r) for r in refs])
 
     @rpc
     def GetLeaderboard(self, request, context):
+        owner = self.sets.owner_read(*self._reader(context), request.owner if request.HasField("owner") else None)
         weights = parse_weights(request.weights, files=False) if request.weights.strip() else None
-        return wire.leaderboard_to_proto(self.sets.leaderboard(request.reference, weights))
+        return wire.leaderboard_to_proto(self.sets.leaderboard(owner, request.reference, weights))
 
     # ------------------------------------------------------------------ bulk jobs (jobs/submitted.py)
     @rpc
@@ -201,7 +208,7 @@ def _job_proto(job: Job) -> evaluator_pb2.Job:
 
 def _reference_proto(ref: Reference) -> evaluator_pb2.Reference:
     return evaluator_pb2.Reference(
-        name=ref.name, created_unix=ref.created, videos=ref.videos, scored=ref.scored, raw=ref.raw,
+        name=ref.name, owner=ref.owner, created_unix=ref.created, videos=ref.videos, scored=ref.scored, raw=ref.raw,
         counts=ref.counts, settings_json=json.dumps(ref.settings), provenance_json=json.dumps(ref.provenance),
         failures=[evaluator_pb2.VideoFailure(video=v, reason=r) for v, r in ref.failures])
 

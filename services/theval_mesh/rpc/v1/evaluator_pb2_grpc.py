@@ -88,14 +88,17 @@ class EvaluatorServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def CreateReference(self, request, context):
-        """Score a GT set and store it under a name (durably, before answering).
+        """Reference sets are per caller: each token's identity has its own names, scores against and
+        reads its own sets only; a set of another owner is NOT_FOUND, as one that does not exist.
+        Score a GT set and store it under a name of the caller's (durably, before answering).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListReferences(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The caller's sets; an admin's (the server's --admins) may ask for every owner's.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
