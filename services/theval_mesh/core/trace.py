@@ -69,12 +69,10 @@ def video_trace(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, profile: st
     times = frames / fs.fps
     trace = {"frame": frames[pick].astype(float).tolist(), "t": _round(times[pick])}
 
-    lips = fs.landmarks.get(LIP_SYNC.key, single)
+    lips = fs.landmarks.get(LIP_SYNC.key, single)  # lip-sync's own pass, on the single pass's frames
     openness = np.full(len(frames), np.nan)
-    row = {int(f): k for k, f in enumerate(frames)}
-    for k, f in enumerate(lips.frame_index):  # lip-sync's own pass, on the single pass's frames
-        if int(f) in row:
-            openness[row[int(f)]] = mouth_openness(lips.points[k:k + 1, :, :2])[0]
+    mine, theirs = np.intersect1d(frames, lips.frame_index, assume_unique=True, return_indices=True)[1:]
+    openness[mine] = mouth_openness(lips.points[theirs, :, :2])
     trace["mouth_openness"] = _round(openness[pick])
     if audio.rms is not None:
         trace["loudness"] = _round(loudness_at(times[pick], audio.rms, audio.rms_times))
@@ -83,8 +81,8 @@ def video_trace(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, profile: st
     if len(pose.pitch) == len(frames):
         for name in ("pitch", "yaw", "roll"):
             trace[name] = _round(getattr(pose, name)[pick])
-    points_px = single.points[:, :, :2].astype(np.float64) * np.array([fs.width, fs.height])
-    trace["eyebrow"] = _round(_eyebrow(points_px[pick]))
+    points_px = single.points[pick, :, :2].astype(np.float64) * np.array([fs.width, fs.height])
+    trace["eyebrow"] = _round(_eyebrow(points_px))
 
     for key, scored in quality_frames(fs, profile).items():
         scores = np.asarray(getattr(fs, key), dtype=np.float64)
