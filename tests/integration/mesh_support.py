@@ -103,6 +103,18 @@ def wait_in_flight(process: ServiceProcess, method: str, timeout: float = 30):
         time.sleep(0.02)
 
 
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident memory (VmHWM), MiB."""
+    return int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if line.startswith("VmHWM:")).split()[1]) / 1024
+
+
+def reset_peak_rss(pid: int):
+    """Its peak becomes its present resident memory (Linux >= 4.0: clear_refs 5), so that what
+    follows is measured on its own."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
 def results_differences(a_path, b_path, ignore=("seconds",)) -> list:
     """Rows of two results.csv files that differ: [(row, {column: (a, b)})], and a row count that
     differs as [("rows", (len a, len b))]. Every column but `ignore` (wall time) must match."""

@@ -6,13 +6,12 @@ Ray jobs."""
 import os
 import threading
 import time
-from pathlib import Path
 
 import grpc
 import pytest
 from certificates import issue, make_ca
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from mesh_support import Mesh, sample, scrape
+from mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
 
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.security import ClientSecurity, client_channel
@@ -182,15 +181,10 @@ def test_names_and_limits(mesh, pki, videos):
     assert not [k for k in samples if ("job", job.id) in k[1]], "job ids on the shared /metrics"
 
 
-def peak_rss_mib(pid: int) -> float:
-    return int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                    if line.startswith("VmHWM:")).split()[1]) / 1024
-
-
 def measured(pid: int, call) -> tuple:
     """(status code, seconds, MiB the process's peak resident memory grew by) of call(): the peak
-    is reset first (Linux: clear_refs 5)."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    is reset first."""
+    reset_peak_rss(pid)
     before, start = peak_rss_mib(pid), time.monotonic()
     code, _ = code_of(call)
     return code, time.monotonic() - start, peak_rss_mib(pid) - before

@@ -67,6 +67,9 @@ class VideoStages(Protocol):
 
     def head_pose(self, points, width: int, height: int) -> HeadPose: ...
 
+    def close(self):
+        """Release what the video holds (called once scored or failed)."""
+
 
 def new_result(model: str, video, settings: RunSettings, provenance: dict) -> VideoResult:
     return VideoResult(model=model, video=str(video), status=OK, settings=settings.key(),
@@ -82,7 +85,11 @@ def score(open_video, result: VideoResult, settings: RunSettings, on_frames=None
     start = time.perf_counter()
     error = None
     try:
-        _compose(open_video(), settings, result, on_frames)
+        video = open_video()
+        try:
+            _compose(video, settings, result, on_frames)
+        finally:
+            video.close()
     except VideoError as err:
         error = err
     except (ServiceError, Cancelled, UserError):
@@ -208,3 +215,6 @@ class LocalVideo:
 
     def head_pose(self, points, width, height) -> HeadPose:
         return estimate_head_pose(points, width, height)
+
+    def close(self):
+        self.reader.close()

@@ -118,6 +118,10 @@ OPTIONS = (
            services=("evaluator",)),
     Option("retries", "THEVAL_RETRIES", "retries of a call that found its service UNAVAILABLE (default 3)",
            int, 3, services=("evaluator",)),
+    Option("memory_budget_mb", "THEVAL_MEMORY_BUDGET_MB", "memory for the videos being scored at once: each "
+           "reserves what its header says it takes, before any service is called, and waits while others hold it "
+           "(default 0: half the memory the process may use, its cgroup's limit or the machine's)", int, 0,
+           services=("evaluator",)),
     Option("concurrency", "THEVAL_CONCURRENCY",
            "videos of one EvaluateStream or CreateReference scored at once (default 2)", int, 2,
            services=("evaluator",)),
@@ -157,6 +161,7 @@ class Config:
     dependencies: dict = field(default_factory=dict)  # service name -> HOST:PORT
     call_timeout_s: float = 600.0
     retries: int = 3
+    memory_budget_mb: int = 0  # 0: rpc.memory_budget.default_budget()
     concurrency: int = 2
     job_workers: int = 2
     max_job_workers: int = 4
@@ -263,7 +268,7 @@ def load(service: str, args=None, environ=None) -> Config:
     check("stream_limit", lambda x: 1 <= x <= v["workers"], f"must be 1 to --workers ({v['workers']})")
     for dest in ("stream_idle_s", "stream_max_s"):
         check(dest, lambda x: x > 0, "must be more than 0")
-    for dest in ("grace_s", "retries"):
+    for dest in ("grace_s", "retries", "memory_budget_mb"):
         check(dest, lambda x: x >= 0, "must not be negative")
     check("max_message_bytes", lambda x: x < 2 ** 31, "must be under 2 GiB (gRPC's limit)")
     if "max_video_bytes" in v and v["max_video_bytes"] + MIB > v["max_message_bytes"]:
@@ -311,7 +316,8 @@ def load(service: str, args=None, environ=None) -> Config:
     keep = {k: v[k] for k in ("max_video_bytes", "max_message_bytes", "workers", "stream_limit",
                               "stream_limit_per_caller", "stream_idle_s",
                               "stream_max_s", "grace_s", "weights_store",
-                              "backend", "triton_url", "call_timeout_s", "retries", "concurrency", "job_workers",
+                              "backend", "triton_url", "call_timeout_s", "retries", "memory_budget_mb",
+                              "concurrency", "job_workers",
                               "max_job_workers", "max_jobs", "ray_address", "tls_cert", "tls_key", "tls_client_ca",
                               "tls_ca") if k in v}
     cfg = Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],

@@ -22,6 +22,7 @@ from theval_mesh.pure.metrics.registry import QUALITY, in_group
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.admission import is_busy
+from theval_mesh.rpc.memory_budget import MemoryBudget, default_budget, video_bytes
 from theval_mesh.rpc.security import ClientSecurity, client_channel
 from theval_mesh.rpc.server import channel_options
 from theval_mesh.rpc.status import error_from_rpc
@@ -38,8 +39,10 @@ class MeshClients:
     """Channels to the four services, shared by every call of the evaluator."""
 
     def __init__(self, addresses: dict, call_timeout_s: float = 600.0, retries: int = 3,
-                 max_message_bytes: int = 1 << 30, threads: int = 32, security: ClientSecurity | None = None):
+                 max_message_bytes: int = 1 << 30, threads: int = 32, security: ClientSecurity | None = None,
+                 memory: MemoryBudget | None = None):
         self.addresses, self.call_timeout_s, self.retries = dict(addresses), call_timeout_s, retries
+        self.memory = memory or MemoryBudget(default_budget())
         self.channels = {name: client_channel(address, security, channel_options(max_message_bytes))
                          for name, address in self.addresses.items()}
         self.stubs = {name: STUBS[name](channel) for name, channel in self.channels.items()}
@@ -127,7 +130,13 @@ class MeshVideo:
         reader = MediaReader(path, settings.limits)
         reader.close()
         self.info = reader.info
+        # Before any service is called: what this video takes of the evaluator's memory.
+        self.reservation = clients.memory.reserve(video_bytes(self.info, settings), path, deadline, cancelled)
         self._series: dict = {}  # pass name -> LandmarkSeries message, reused for the quality call
+
+    def close(self):
+        self._series = {}
+        self.reservation.release()
 
     def _call(self, service, method, request):
         return self.clients.call(service, method, request, self.deadline, self.path, self.cancelled)

@@ -24,6 +24,9 @@ INFERENCE = prom.Histogram("theval_model_inference_seconds",
 VIDEOS = prom.Counter("theval_videos_scored", "videos the evaluator finished, by outcome "
                       "(ok, failed: a bad video, error: the mesh could not score it)", ["outcome"])
 QUEUE = prom.Gauge("theval_evaluator_queue_depth", "videos received in streams and not yet started")
+MEMORY_BUDGET = prom.Gauge("theval_memory_budget_bytes", "the evaluator's memory for videos in flight "
+                           "(THEVAL_MEMORY_BUDGET_MB)")
+MEMORY_RESERVED = prom.Gauge("theval_memory_reserved_bytes", "of the budget, what the videos in flight reserved")
 DEPENDENCY_UP = prom.Gauge("theval_dependency_up", "1 when a service the evaluator needs is SERVING",
                            ["dependency"])
 

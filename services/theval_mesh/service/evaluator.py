@@ -20,6 +20,7 @@ from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import telemetry, wire
 from theval_mesh.rpc.config import MIB, Config
 from theval_mesh.rpc.health import DependencyHealth
+from theval_mesh.rpc.memory_budget import MemoryBudget, default_budget
 from theval_mesh.rpc.protocol import RESULT_TRAILER
 from theval_mesh.rpc.remote_stages import MeshClients
 from theval_mesh.rpc.security import ClientSecurity, caller
@@ -235,7 +236,8 @@ def register(config: Config):
                          config.max_job_workers, config.max_jobs)
     register_jobs(jobs.store, per_job=False)  # jobs by state on /metrics, no job ids
     clients = MeshClients(config.dependencies, config.call_timeout_s, config.retries, config.max_message_bytes,
-                          threads=4 * config.workers, security=config.client_security())
+                          threads=4 * config.workers, security=config.client_security(),
+                          memory=MemoryBudget(config.memory_budget_mb * MIB or default_budget()))
 
     def on_change(name, up):
         telemetry.DEPENDENCY_UP.labels(name).set(1 if up else 0)
