@@ -1,6 +1,7 @@
 """What a run scores, from the paths it is given (jobs.inputs): every entry of a folder named like a
 video is a video to score or a failed item with the reason it cannot be read (a FIFO, a device, a
-broken or looping link, a folder), never skipped in silence, and nothing blocks on a FIFO."""
+broken or looping link, a folder), never skipped in silence, and nothing blocks on a FIFO; a model
+name given as NAME=DIR is never cut at an '=' it holds."""
 import os
 import socket
 
@@ -8,8 +9,10 @@ import pytest
 from video_files import gradient, write_video
 
 from theval_mesh.backends.media.decode import MediaReader
-from theval_mesh.jobs.inputs import Item, discover, plan, videos_in
-from theval_mesh.pure.errors import VideoError
+from theval_mesh.commands.cli import main
+from theval_mesh.jobs.inputs import Item, discover, parse_model_arg, plan, videos_in
+from theval_mesh.jobs.study import model_folders
+from theval_mesh.pure.errors import UserError, VideoError
 
 # entry -> the reason it is reported with (None: a video to score)
 EXPECTED = {
@@ -72,3 +75,34 @@ def test_a_path_given_alone_is_named_for_what_it_is(folder):
     (folder.parent / "empty").mkdir()
     assert discover("m", str(folder.parent / "empty")) == [
         Item("m", str(folder.parent / "empty"), "no video files (.mp4, .mov, .mkv, .webm, .avi) in the folder")]
+
+
+# ------------------------------------------------------------------------------ --model NAME=DIR
+def one_line_error(capsys, argv) -> str:
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["bulk", "submit"]])
+def test_a_model_name_holding_an_equals_sign_is_refused_with_how_to_write_it(tmp_path, capsys, command):
+    """Before: --model a=b=DIR named the model 'a' and looked for the folder 'b=DIR'."""
+    (tmp_path / "gt").mkdir()
+    (tmp_path / "videos").mkdir()
+    store = ["--store", str(tmp_path / "jobs.sqlite")] if command[0] == "bulk" else ["--out", str(tmp_path / "out")]
+    err = one_line_error(capsys, [*command, "--gt", str(tmp_path / "gt"), "--model", f"a=b={tmp_path}/videos", *store])
+    assert f"no folder 'b={tmp_path}/videos', and a model name cannot hold '='" in err
+    assert f"--model a_b={tmp_path}/videos" in err
+    assert not (tmp_path / "jobs.sqlite").exists() and not (tmp_path / "out").exists()  # refused before anything
+
+
+def test_a_folder_holding_an_equals_sign_is_a_folder_and_names_follow_the_rules(tmp_path):
+    folder = tmp_path / "lr=0.1"
+    folder.mkdir()
+    assert parse_model_arg(f"m={folder}") == ("m", str(folder))
+    for bad in (f"-m={folder}", f"a,b={folder}", f" m={folder}"):
+        with pytest.raises(UserError, match="--model name .*: use 1-128 letters, digits"):
+            parse_model_arg(bad)
+    with pytest.raises(UserError, match="a model name cannot hold '='"):
+        model_folders([f"a=b={folder}", str(folder)])  # theval study serve --models: the same parsing

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from theval_mesh.backends.media.files import not_a_file
 from theval_mesh.pure.errors import UserError
+from theval_mesh.rpc.security import check_name
 
 VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".webm", ".avi")
 
@@ -17,10 +18,18 @@ class Item:
 
 
 def parse_model_arg(text: str) -> tuple[str, str]:
+    """--model NAME=DIR. A model name follows the project's rules for names (check_name: no '='),
+    so the name ends at the first '='; a DIR may hold '='. When the DIR after the first '=' does not
+    exist but holds '=', the name was most likely meant to hold one (a=b=DIR): refused, rather
+    than cut at the first '=' and DIR looked for as 'b=DIR'."""
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
         raise UserError(f"--model {text!r}: expected NAME=DIR (e.g. --model sadtalker=videos/sadtalker)")
-    return name, path
+    if "=" in path and not os.path.lexists(path):
+        meant, folder = text.rsplit("=", 1)
+        raise UserError(f"--model {text!r}: no folder {path!r}, and a model name cannot hold '=': name it with "
+                        f"letters, digits, spaces and . : @ + ( ) # / - _ (e.g. --model {meant.replace('=', '_')}={folder})")
+    return check_name("--model name", name), path
 
 
 def looks_like_video(path: Path) -> bool:
