@@ -32,7 +32,7 @@ def parse_model_arg(text: str) -> tuple[str, str]:
     return check_name("--model name", name), path
 
 
-def looks_like_video(path: Path) -> bool:
+def _named_like_video(path: Path) -> bool:
     return path.name.lower().endswith(VIDEO_SUFFIXES)  # `.mp4` too, which has no suffix to pathlib
 
 
@@ -41,11 +41,11 @@ def entries_in(folder: Path) -> list[tuple[Path, str | None]]:
     folders), sorted, each with why it cannot be read as a video file (None: it can): a FIFO, a
     device, a broken or looping link, a folder. A folder named like a video is searched as any
     folder; it is an entry only when it holds no video."""
-    named = sorted(f for f in folder.rglob("*") if looks_like_video(f))
+    named = sorted(f for f in folder.rglob("*") if _named_like_video(f))
     entries = [(f, not_a_file(f)) for f in named]
     videos = [f for f, why in entries if why is None]
     return [(f, why) for f, why in entries
-            if not (f.is_dir() and not f.is_symlink() and any(v.is_relative_to(f) for v in videos))]
+            if not (why and f.is_dir() and not f.is_symlink() and any(v.is_relative_to(f) for v in videos))]
 
 
 def videos_in(folder: Path) -> list[Path]:
