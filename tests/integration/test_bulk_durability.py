@@ -55,6 +55,27 @@ def test_a_name_too_long_fails_that_video_alone_in_an_inline_run(tmp_path, clips
     assert f"{len(gt) + 2} video(s) scored, 1 failed" in run.stdout, run.stdout
 
 
+def test_entries_of_a_folder_that_are_no_video_files_fail_with_their_reason_in_an_inline_run(tmp_path, clips):
+    """Before: skipped in silence (a FIFO, a link to a device, a looping link, a folder named .mp4)."""
+    gt, good = clips("gt", 2), clips("m", 1)
+    folder = tmp_path / "m"
+    os.mkfifo(folder / "fifo.mp4")
+    os.symlink("/dev/null", folder / "null.mp4")
+    os.symlink("loop.mp4", folder / "loop.mp4")
+    (folder / ".mp4").mkdir()
+    run = subprocess.run([sys.executable, "-m", "theval_mesh.commands.cli", "evaluate", "--inline", "--quality", "proxy",
+                          "--quiet", "--gt", str(tmp_path / "gt"), "--model", f"m={folder}", "--out",
+                          str(tmp_path / "out")], capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 3, run.stdout + run.stderr  # partial: videos failed
+    assert "Traceback" not in run.stderr, run.stderr
+    for name, why in (("fifo.mp4", "a named pipe (FIFO), not a video file"),
+                      ("null.mp4", "a symbolic link to /dev/null, a character device, not a video file"),
+                      ("loop.mp4", "a symbolic link that loops (it leads back to itself), not a video file"),
+                      (".mp4", "a folder, not a video file")):
+        assert f"FAILED [m] {folder / name}: {why}" in run.stdout, run.stdout
+    assert f"{len(gt) + len(good)} video(s) scored, 4 failed" in run.stdout, run.stdout
+
+
 def test_a_link_outside_the_allowed_roots_fails_that_video_alone_on_the_mesh(tmp_path, clips):
     root = tmp_path / "root"
     good = clips("root/gt", 2)

@@ -95,3 +95,52 @@ def test_a_folder_without_results_is_a_clear_error(tmp_path, capsys):
     assert "results.json not found" in capsys.readouterr().err
     with pytest.raises(Exception, match="theval evaluate"):
         build_report(tmp_path)
+
+
+# Names a probe gave videos and models: each once put the HTML parser of the report's data block
+# into a state where its </script> did not end it (no plots, no model list, no console error).
+HOSTILE = ["<!--<script>", "</script><script>alert(1)</script>", "<script>", "a<!--b-->c", "x & y > z",
+           "line\u2028sep\u2029ara"]
+
+
+def hostile_results(folder):
+    """results.json and results.jsonl of a run whose model and video names are HOSTILE (no models:
+    per-video results made up, as tests/unit/test_results_document.py makes them)."""
+    import numpy as np
+
+    from theval_mesh.core import aggregate
+    from theval_mesh.core.results import OK, VideoResult
+    from theval_mesh.jobs import outputs
+    from theval_mesh.pure.metrics.registry import REGISTRY
+    from theval_mesh.pure.scoring.final_score import leaderboard
+
+    rng = np.random.default_rng(0)
+    provenance = {"profile": "reference", "quality": {"global_aesthetic": "proxy:luma"}}
+    names = ["GT", *HOSTILE]
+    res = [VideoResult(model, f"/videos/{model}/{video}.mp4", OK, provenance=provenance,
+                       metrics={m.key: float(v) for m, v in zip(REGISTRY, np.arange(1, 9) + rng.normal(0, 0.1, 8))})
+           for model in names for video in HOSTILE[:3]]
+    rows = aggregate.model_rows(res, names)
+    run_info = {"job": "job-1", "gt": "/videos/GT", "models": {}, "settings": {}, "provenance": provenance}
+    outputs.write_all(folder, res, rows, leaderboard(rows, gt_name="GT"), run_info)
+    return names
+
+
+def test_hostile_names_show_as_text_with_every_plot(tmp_path):
+    names = hostile_results(tmp_path)
+    path = build_report(tmp_path, thumbnails=0, progress=False)
+    with browser_page() as (page, log):
+        page.goto(path.as_uri())
+        page.wait_for_selector("#radar .main-svg", timeout=10000)
+        page.wait_for_selector("#dimensions .main-svg", timeout=10000)
+        page.wait_for_selector("#video-plot .main-svg", timeout=10000)
+        assert log["console"] == []
+        assert page.evaluate("[...document.querySelectorAll('#model-select option')].map(o => o.value)") == names
+        shown = page.locator("#leaderboard tbody tr:visible td:nth-child(2)").all_inner_texts()
+        assert sorted(shown) == sorted(names)
+        titles = page.locator("#radar .annotation-text").all_text_contents()
+        assert sorted(titles) == sorted(HOSTILE)  # plotly shows them as text, tags and all
+        page.select_option("#model-select", HOSTILE[0])
+        page.select_option("#video-select", index=1)
+        assert page.inner_text("#video-title") == f"{HOSTILE[0]}: /videos/{HOSTILE[0]}/{HOSTILE[1]}.mp4"
+        assert page.evaluate("document.scripts.length") == 5  # plotly.js, 3 data blocks, the page's: no name made one

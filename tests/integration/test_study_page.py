@@ -2,9 +2,12 @@
 chromium (Debian's, driven by Playwright). A rater answers every pair by mouse and keyboard, a
 reload resumes, the store and the exported CSV hold what was clicked; requests without the token,
 forged answers and paths out of the folders are refused."""
+import contextlib
 import csv
 import http.client
+import socket
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -14,7 +17,7 @@ from browser import artefacts, browser_page
 from video_files import tone, write_video
 
 from theval_mesh.commands.cli import main
-from theval_mesh.jobs.study import load_study, make_server, url_of
+from theval_mesh.jobs.study import WORKERS, load_study, make_server, url_of
 from theval_mesh.jobs.study_store import EXPORT_COLUMNS
 
 pytestmark = pytest.mark.slow  # chromium: ~10 s
@@ -37,14 +40,14 @@ def write_model(folder: Path, colour) -> Path:
     return folder
 
 
-@pytest.fixture
-def study(tmp_path):
+@contextlib.contextmanager
+def serving(tmp_path, **timeouts):
     """(study, base URL, URL with the token, store path): the server runs in a thread."""
     folders = [str(write_model(tmp_path / model, colour)) for model, colour in MODELS.items()]
     (tmp_path / "alpha" / "unpaired.mp4").write_bytes((tmp_path / "alpha" / "clip1.mp4").read_bytes())
     store_path = tmp_path / "results" / "study.sqlite"
     s = load_study(folders, str(store_path), "tester", seed=7)
-    server = make_server(s, "127.0.0.1", 0)
+    server = make_server(s, "127.0.0.1", 0, **timeouts)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     url = url_of(server, s)
@@ -55,6 +58,12 @@ def study(tmp_path):
         server.server_close()
         thread.join(10)
         s.store.close()
+
+
+@pytest.fixture
+def study(tmp_path):
+    with serving(tmp_path) as served:
+        yield served
 
 
 def request(base, method, path, body=None, headers=None):
@@ -180,3 +189,47 @@ def test_requests_without_the_token_and_paths_out_of_the_folders_are_refused(stu
     assert s.store.answered(s.id, s.rater) == set()
     assert request(base, "POST", "/answer", f"token={s.token}&pair={pair}&side=right", form)[0] == 303
     assert s.store.answered(s.id, s.rater) == {pair}
+
+
+def test_idle_connections_hold_no_thread_and_are_closed_after_the_idle_timeout(tmp_path):
+    """Before: a thread per connection, for as long as the client kept it open."""
+    with serving(tmp_path, idle_timeout=1.0, io_timeout=1.0) as (s, base, url, _):
+        cookie = {"Cookie": cookie_of(base, url)}
+        address = (urlsplit(base).hostname, urlsplit(base).port)
+        threads = threading.active_count()
+        idle = [socket.create_connection(address, timeout=5) for _ in range(50)]
+        stalled = socket.create_connection(address, timeout=5)
+        stalled.sendall(b"GET / HTTP/1.0\r\nCook")  # a request that stops half way
+        try:
+            start = time.monotonic()
+            assert request(base, "GET", "/", headers=cookie)[0] == 200
+            assert time.monotonic() - start < 1.0
+            assert threading.active_count() - threads <= WORKERS
+            for sock in idle + [stalled]:
+                assert sock.recv(1) == b"", "closed by the server: end of stream"
+            assert 0.9 < time.monotonic() - start < 4
+            assert request(base, "GET", "/", headers=cookie)[0] == 200
+        finally:
+            for sock in idle + [stalled]:
+                sock.close()
+
+
+def test_malformed_parameters_are_answered_400(study):
+    """Before: pair=² (a digit to str.isdigit, not to int) dropped the connection."""
+    s, base, url, _ = study
+    cookie = {"Cookie": cookie_of(base, url)}
+    form = {**cookie, "Content-Type": "application/x-www-form-urlencoded"}
+    assert request(base, "GET", "/", headers=cookie)[0] == 200  # a pair shown
+    pair = s.next_pair().index
+    for bad in ("pair=%C2%B2", "pair=\u00b2".encode(), "pair=%D9%A1", "pair=", "pair=+0", "pair=0x0", "pair=1e0",
+                "pair=%200", "pair=%FF", "pair=" + "9" * 30, f"pair={pair}&side=%00", f"pair={pair}&side=%C2%B2"):
+        body = bad if isinstance(bad, bytes) else bad.encode()
+        body = f"token={s.token}&side=left&".encode() + body if b"side=" not in body else \
+            f"token={s.token}&".encode() + body
+        assert request(base, "POST", "/answer", body, form)[0] == 400, bad
+    for length in ("\u00b2", "-1", "+5", "1_0", "0x10", "", "9" * 30):
+        headers = {**form, "Content-Length": length}
+        assert request(base, "POST", "/answer", f"token={s.token}&pair={pair}&side=left", headers)[0] == 400, length
+    vid = next(iter(s.files))
+    assert request(base, "GET", f"/video/{vid}", headers={**cookie, "Range": "bytes=\u00b2-"})[0] == 200  # ignored
+    assert s.store.answered(s.id, s.rater) == set()

@@ -36,7 +36,7 @@ def test_video_without_audio_has_no_audio(clip_writer):
 
 @pytest.mark.parametrize("make, reason", [
     (lambda d: d / "missing.mp4", "file not found"),
-    (lambda d: d, "is a directory"),
+    (lambda d: d, "a folder, not a video file"),
     (lambda d: _write(d / "empty.mp4", b""), "empty file"),
     (lambda d: _write(d / "text.mp4", b"this is not a video\n" * 50), "not a readable video"),
 ])

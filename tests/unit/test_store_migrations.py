@@ -9,6 +9,7 @@ import pytest
 
 from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.jobs.inputs import Item
+from theval_mesh.jobs.job_store import MIGRATIONS as JOB_MIGRATIONS
 from theval_mesh.jobs.job_store import JobSpec, SqlJobStore
 from theval_mesh.jobs.database import open_database
 from theval_mesh.jobs.reference_store import MIGRATIONS, Reference, ReferenceStore
@@ -218,3 +219,35 @@ def test_an_old_store_opened_by_several_processes_at_once_migrates_once(tmp_path
     refs = ReferenceStore(path)
     assert refs.get("", "gt").owner == "" and len(refs.scored("", "gt")) == 1
     refs.close()
+
+
+def _create_at_once(folder: str, rounds: int, barrier, errors):
+    """Open a new store in each round, when every process is ready: an error's text to `errors`."""
+    for k in range(rounds):
+        barrier.wait()
+        try:
+            SqlJobStore(f"{folder}/store{k}.sqlite").close()
+        except Exception as err:  # noqa: BLE001 - the test reports what each process was told
+            errors.put(f"round {k}: {type(err).__name__}: {err}")
+
+
+def test_processes_creating_the_same_new_store_at_once_all_open_it(tmp_path):
+    """Before: the first process's file was 0 bytes until its schema was written, and the others were
+    told to delete it (in 28 of 30 trials)."""
+    ctx = mp.get_context("spawn")
+    processes, rounds = 4, 10
+    barrier, errors = ctx.Barrier(processes), ctx.Queue()
+    procs = [ctx.Process(target=_create_at_once, args=(str(tmp_path), rounds, barrier, errors))
+             for _ in range(processes)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    told = []
+    while not errors.empty():
+        told.append(errors.get())
+    assert told == []
+    for k in range(rounds):
+        assert versions(tmp_path / f"store{k}.sqlite") == {"jobs": len(JOB_MIGRATIONS), "user_version": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"store{k}.sqlite" for k in range(rounds))

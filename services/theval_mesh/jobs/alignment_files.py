@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring.alignment import WinRate, format_p, win_rates
 from theval_mesh.pure.scoring.final_score import final_score, group_scores
@@ -72,11 +73,12 @@ def _leaderboard_columns(board: list, gt: str) -> dict:
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[dict]]:
-    """The header and the rows of a CSV file."""
+    """The header and the rows of a CSV file (cells that theval wrote against formulas back to their values:
+    csv_cells)."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
-            rows = list(reader)
+            rows = [{k: csv_cells.from_cell(v) if isinstance(v, str) else v for k, v in r.items()} for r in reader]
             return list(reader.fieldnames or []), rows
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise UserError(f"cannot read {path}: {err}") from None
@@ -240,7 +242,7 @@ def write_outputs(out_dir, correlations, document: dict) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = out / "alignment.csv", out / "alignment.json"
     with open(csv_path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f, lineterminator="\n")
+        writer = csv_cells.Writer(f, lineterminator="\n")
         writer.writerow([*published_header(), "n"])
         writer.writerows(table_rows(correlations))
     json_path.write_text(json.dumps(document, indent=1, allow_nan=False), encoding="utf-8")

@@ -263,9 +263,15 @@ def _provenance(doc: dict) -> str:
     return "".join(f"<tr><th>{k}</th><td><code>{html.escape(str(v))}</code></td></tr>" for k, v in rows)
 
 
+# JSON inside <script>: with no '<' the HTML parser cannot meet '</script>' (the end) nor '<!--'
+# (which, followed by '<script>', makes a later '</script>' not end the block); '>' and '&' for
+# good measure; U+2028/2029 (ensure_ascii escapes them already) are line ends to older JavaScript.
+# All of them occur only inside JSON strings, where the \u escapes stand for them.
+_SCRIPT_SAFE = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"})
+
+
 def _json_for_script(value) -> str:
-    """JSON inside <script>: '</' cannot close the element."""
-    return json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
 
 
 def build_report(results_dir, out=None, thumbnails: int | None = THUMBNAILS_PER_MODEL,

@@ -5,7 +5,6 @@ pass per video as the project's single pass) and PSNR / SSIM, frames paired by i
 shorter video. LSE-C/LSE-D, FID and FVD need network weights (backends/legacy): NaN, with the
 reason shown once. The math is in pure/metrics/legacy.py.
 """
-import csv
 import math
 from contextlib import ExitStack, closing
 from dataclasses import asdict, dataclass, field
@@ -21,6 +20,7 @@ from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.legacy.networks import skip_reason
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.jobs.inputs import VIDEO_SUFFIXES, discover, videos_in
+from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError, VideoError
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.metrics import legacy as lm
@@ -205,7 +205,7 @@ def _cell(value) -> str:
 
 def _write_csv(path: Path, columns, records) -> None:
     with open(path, "w", newline="") as f:
-        w = csv.writer(f)
+        w = csv_cells.Writer(f)
         w.writerow(columns)
         for rec in records:
             w.writerow([_cell(rec[c]) for c in columns])

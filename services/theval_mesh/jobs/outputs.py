@@ -1,7 +1,6 @@
 """The files an evaluation writes: per-video results (with each video's normalised scores), the
 raw table, the leaderboard, results.json (the leaderboard with its confidence intervals, settings,
 provenance and counts; schema in data/results.schema.json), a plot."""
-import csv
 import json
 import math
 import time
@@ -9,6 +8,7 @@ from pathlib import Path
 
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import OK, VideoResult
+from theval_mesh.pure import csv_cells
 from theval_mesh.pure.metrics.registry import REGISTRY
 from theval_mesh.pure.scoring import tables
 from theval_mesh.pure.scoring.final_score import Leaderboard, video_scores
@@ -43,7 +43,7 @@ def write_results_csv(results: list[VideoResult], board: Leaderboard, path: Path
             + ["nan_reasons", "frames_total", "frames_used", "face_frames", "fps", "width", "height",
                "seconds", "warnings", "drift_flags", "provenance"])
     with open(path, "w", newline="") as f:
-        w = csv.writer(f)
+        w = csv_cells.Writer(f)
         w.writerow(cols)
         for r in sorted(results, key=lambda r: (r.model, r.video)):
             metrics = [_number(r.metrics.get(k, math.nan)) for k in keys]

@@ -1,6 +1,8 @@
 """The SQLite database of the stores (jobs.database): a file on a local disk, WAL mode (readers in
 other processes while one writes), synchronous FULL (a commit is on disk before it returns)."""
+import contextlib
 import os
+import secrets
 import sqlite3
 import time
 
@@ -17,13 +19,14 @@ BUSY_TIMEOUT_S = 30  # a writer in another process (a job's driver) holds the fi
 def open_sqlite(path: str, what: str) -> sqlite3.Connection:
     """A connection to the SQLite store at `path`, created if absent. An existing file that is
     empty or corrupt is refused: SQLite would silently start a new, empty store in its place."""
-    existed = os.path.exists(path)
-    if existed and os.path.getsize(path) == 0:
-        raise UserError(f"{what} {path} is empty (0 bytes) but exists: restore it from a backup, or delete it "
-                        "to start a new store")
     try:
+        if not os.path.exists(path):
+            _create(path)
+        if os.path.getsize(path) == 0:  # never a store theval is making (_create): one emptied since
+            raise UserError(f"{what} {path} is empty (0 bytes) but exists: restore it from a backup, or delete it "
+                            "to start a new store")
         db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S)
-        check = db.execute("PRAGMA quick_check").fetchall()[0][0] if existed else "ok"
+        check = db.execute("PRAGMA quick_check").fetchall()[0][0]
     except sqlite3.OperationalError as err:  # locked, unreadable...: no proof of damage
         raise UserError(f"{what} {path} cannot be opened ({err}): check its permissions") from None
     except sqlite3.DatabaseError as err:  # not a database, malformed
@@ -32,6 +35,32 @@ def open_sqlite(path: str, what: str) -> sqlite3.Connection:
         raise UserError(f"{what} {path} is corrupt ({' '.join(check.split())[:200]}): restore it from a backup, "
                         "or move it aside to start a new store")
     return db
+
+
+def _create(path: str):
+    """A new, empty database at `path`, made whole in a file beside it, then linked to `path`: a
+    process opening `path` meanwhile finds no file or a sound one, never SQLite's 0-byte file of a
+    store still being made (which is refused as emptied). Of processes creating it at once, the
+    first link stands (a link never replaces a file) and the others open that one."""
+    path = os.path.realpath(path)  # a link to a store not made yet: made where it points, as SQLite would
+    folder, name = os.path.split(path)
+    temp = os.path.join(folder, f".{name}.{secrets.token_hex(8)}.new")
+    try:
+        db = sqlite3.connect(temp)  # made by SQLite: the permissions it gives a store
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # writes the file's first page; WAL, as the stores use
+        finally:
+            db.close()
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            pass  # another process made it first
+        except OSError:  # a file system without hard links: moved there instead, unless one appeared
+            if not os.path.exists(path):
+                os.replace(temp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
 
 
 def use_wal(db: sqlite3.Connection):

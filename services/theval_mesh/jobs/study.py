@@ -3,16 +3,23 @@ same source by two models, side by side; the rater says which looks more realist
 
 Secure by default: loopback only unless asked; every request needs the random token printed in the
 URL (then kept in a SameSite=Strict, HttpOnly cookie), an answer also carries it in a form field
-(CSRF); videos are addressed by opaque ids made at start, never by a path from the client.
+(CSRF); videos are addressed by opaque ids made at start, never by a path from the client. Bounded:
+a few worker threads, a connection costs none until its request arrives, and timeouts close idle
+and stalled connections (StudyServer).
 """
 import hmac
 import html
 import re
 import secrets
+import selectors
 import socket
 import string
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -27,7 +34,14 @@ CONTENT_TYPES = {".mp4": "video/mp4", ".mov": "video/quicktime", ".webm": "video
                  ".mkv": "video/x-matroska", ".avi": "video/x-msvideo"}
 MAX_FORM_BYTES = 4096
 CHUNK = 256 * 1024
-RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)")
+DIGITS = re.compile(r"[0-9]{1,18}")  # str.isdigit() and int() take other scripts' digits, and int('²') raises
+WORKERS = 8            # requests handled at once: a page, two videos' ranges, an answer
+IDLE_TIMEOUT_S = 10.0  # a connection that has sent no request this long is closed
+IO_TIMEOUT_S = 10.0    # a request's reads and a reply's writes wait this long at most
+MAX_WAITING = 256      # connections waiting for their request; past it, the oldest is closed
+MAX_QUEUED = 64        # requests waiting for a worker; past it, a new one is answered 503
+BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n\r\n"
 
 
 @dataclass
@@ -223,8 +237,8 @@ class StudyHandler(BaseHTTPRequestHandler):
                         break
                     self.wfile.write(chunk)
                     length -= len(chunk)
-        except (BrokenPipeError, ConnectionResetError):  # the browser dropped the range it no longer needs
-            pass
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):  # the browser dropped the range it no
+            pass                                                        # longer needs, or stopped reading
 
     def cookie_token(self) -> str | None:
         for part in self.headers.get("Cookie", "").split(";"):
@@ -234,17 +248,15 @@ class StudyHandler(BaseHTTPRequestHandler):
         return None
 
     def form(self) -> dict | None:
-        try:
-            length = int(self.headers.get("Content-Length", ""))
-        except ValueError:
+        length = self.headers.get("Content-Length", "")
+        if not DIGITS.fullmatch(length) or int(length) > MAX_FORM_BYTES:
             return None
-        if not 0 <= length <= MAX_FORM_BYTES:
-            return None
+        length = int(length)
         fields = parse_qs(self.rfile.read(length).decode("utf-8", "replace"))
         return {k: v[0] for k, v in fields.items()}
 
     def pair_of(self, text: str | None) -> Pair | None:
-        if not text or not text.isdigit() or int(text) >= len(self.study.pairs):
+        if not text or not DIGITS.fullmatch(text) or int(text) >= len(self.study.pairs):
             return None
         return self.study.pairs[int(text)]
 
@@ -282,13 +294,100 @@ class StudyHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def make_server(study: Study, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    """The study's server, bound (port 0: any free port), not yet serving: call serve_forever()."""
-    server_class = ThreadingHTTPServer
+class StudyServer(HTTPServer):
+    """The study's HTTP server, bounded. A connection waits in serve_forever's selector, costing no
+    thread, until its request starts arriving; it is closed after idle_timeout without one (or when
+    MAX_WAITING newer ones wait). Then one of WORKERS threads answers it, every read and write
+    limited to io_timeout. (ThreadingHTTPServer held a thread per connection for as long as the
+    client kept it open, idle or not.) One request per connection (HTTP/1.0), as before."""
+
+    def __init__(self, address, handler, idle_timeout: float = IDLE_TIMEOUT_S, io_timeout: float = IO_TIMEOUT_S):
+        self.idle_timeout, self.io_timeout = idle_timeout, io_timeout
+        self._workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="study-http")  # threads made as needed
+        self._slots = threading.BoundedSemaphore(WORKERS + MAX_QUEUED)
+        self._waiting: dict[socket.socket, tuple] = {}  # connection -> (client address, deadline), oldest first
+        self._stop, self._stopped = threading.Event(), threading.Event()
+        super().__init__(address, handler)  # last: a port in use calls server_close(), which needs the above
+
+    def serve_forever(self, poll_interval: float = 0.5):
+        self._stopped.clear()
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self.socket, selectors.EVENT_READ)
+                while not self._stop.is_set():
+                    for key, _ in selector.select(poll_interval):
+                        if key.fileobj is self.socket:
+                            self._accept(selector)
+                        elif key.fileobj in self._waiting:  # its request is arriving (unless dropped since)
+                            selector.unregister(key.fileobj)
+                            self._dispatch(key.fileobj, self._waiting.pop(key.fileobj)[0])
+                    now = time.monotonic()
+                    while self._waiting and next(iter(self._waiting.values()))[1] <= now:
+                        self._drop(selector, next(iter(self._waiting)))
+        finally:
+            for connection in self._waiting:
+                self.shutdown_request(connection)
+            self._waiting.clear()
+            self._stop.clear()
+            self._stopped.set()
+
+    def shutdown(self):
+        """Stop serve_forever (running in another thread) and wait until it has stopped."""
+        self._stop.set()
+        self._stopped.wait()
+
+    def server_close(self):
+        super().server_close()
+        self._workers.shutdown(wait=False, cancel_futures=True)  # running ones end within io_timeout
+
+    def _accept(self, selector):
+        try:
+            connection, address = self.socket.accept()
+        except OSError:  # gone already, or no file descriptor left (the idle ones time out)
+            return
+        if len(self._waiting) >= MAX_WAITING:  # the oldest: a browser sends its request at once
+            self._drop(selector, next(iter(self._waiting)))
+        self._waiting[connection] = (address, time.monotonic() + self.idle_timeout)
+        selector.register(connection, selectors.EVENT_READ)
+
+    def _drop(self, selector, connection):
+        selector.unregister(connection)
+        del self._waiting[connection]
+        self.shutdown_request(connection)
+
+    def _dispatch(self, connection, address):
+        if not self._slots.acquire(blocking=False):
+            try:
+                connection.setblocking(False)
+                connection.send(BUSY)
+            except OSError:
+                pass
+            return self.shutdown_request(connection)
+        self._workers.submit(self._answer, connection, address)
+
+    def _answer(self, connection, address):
+        try:
+            connection.settimeout(self.io_timeout)
+            self.finish_request(connection, address)
+        except Exception:  # noqa: BLE001 - one request's failure is not the server's
+            self.handle_error(connection, address)
+        finally:
+            self.shutdown_request(connection)
+            self._slots.release()
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):  # a client gone: nothing to say
+            super().handle_error(request, client_address)
+
+
+def make_server(study: Study, host: str = "127.0.0.1", port: int = 0, **timeouts) -> StudyServer:
+    """The study's server, bound (port 0: any free port), not yet serving: call serve_forever().
+    timeouts: idle_timeout, io_timeout (seconds; StudyServer)."""
+    server_class = StudyServer
     if ":" in host:  # an IPv6 address
-        server_class = type("ThreadingHTTPServer6", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6})
+        server_class = type("StudyServer6", (StudyServer,), {"address_family": socket.AF_INET6})
     try:
-        server = server_class((host.strip("[]"), port), StudyHandler)
+        server = server_class((host.strip("[]"), port), StudyHandler, **timeouts)
     except OSError as err:
         raise UserError(f"cannot listen on {host}:{port}: {err.strerror}") from None
     # cookies do not tell ports apart: one name per port, so two studies on one host do not clash
@@ -297,7 +396,7 @@ def make_server(study: Study, host: str = "127.0.0.1", port: int = 0) -> Threadi
     return server
 
 
-def url_of(server: ThreadingHTTPServer, study: Study) -> str:
+def url_of(server: StudyServer, study: Study) -> str:
     host, port = server.server_address[:2]
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/?token={study.token}"

@@ -1,11 +1,11 @@
 """The answers of pairwise preference studies (`theval study`), in a database (jobs.database: a
 SQLite file by default). One row per (study, rater, pair): written when the pair is first shown,
 completed when it is answered; the left video is model_a/video_a, the right one model_b/video_b."""
-import csv
 import time
 from pathlib import Path
 
 from theval_mesh.jobs.database import open_database
+from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.store_location import is_server
 from theval_mesh.pure.study_plan import Pair
@@ -69,7 +69,7 @@ class StudyStore:
     def export_csv(self, out, study: str | None = None) -> int:
         """Write the answered rows as CSV (EXPORT_COLUMNS) to the text stream `out`; their number."""
         rows = self.rows(study)
-        writer = csv.DictWriter(out, EXPORT_COLUMNS, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+        writer = csv_cells.Writer(out, lineterminator="\n")  # video names are the folders' file names
+        writer.writerow(EXPORT_COLUMNS)
+        writer.writerows([row[c] for c in EXPORT_COLUMNS] for row in rows)
         return len(rows)

@@ -12,6 +12,7 @@ import numpy as np
 
 from theval_mesh.backends.liveness import check
 from theval_mesh.backends.media.audio import Audio, AudioGatherer
+from theval_mesh.backends.media.files import not_a_file
 from theval_mesh.pure.errors import InputTooLarge, VideoError
 from theval_mesh.pure.limits import Limits
 
@@ -55,10 +56,9 @@ def _open(path: str, limits: Limits) -> av.container.InputContainer:
     """The container, probed: ffmpeg decodes a few frames while it probes, under the bound too
     (given as options, which ffmpeg applies to every stream a demuxer declares before probing)."""
     p = Path(path)
-    if not p.exists():
-        raise VideoError(path, "file not found: check the path")
-    if p.is_dir():
-        raise VideoError(path, "is a directory, not a video file")
+    why = not_a_file(p)  # before opening it: a FIFO would block
+    if why:
+        raise VideoError(path, why)
     if p.stat().st_size == 0:
         raise VideoError(path, "empty file (0 bytes)")
     try:

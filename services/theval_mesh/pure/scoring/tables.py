@@ -8,6 +8,7 @@ import math
 from importlib import resources
 from pathlib import Path
 
+from theval_mesh.pure import csv_cells
 from theval_mesh.pure.metrics.registry import NATURALNESS, QUALITY, REGISTRY, SYNCHRONIZATION
 from theval_mesh.pure.scoring.compat import PUBLISHED_PROVENANCE
 from theval_mesh.pure.scoring.errors import ScoringError
@@ -38,7 +39,7 @@ def read_raw_csv(path, model_column: str = "Model") -> list[RawRow]:
 
 
 def _parse_raw(text: str, source: str, model_column: str = "Model") -> list[RawRow]:
-    lines = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    lines = [[csv_cells.from_cell(c) for c in r] for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
     if not lines:
         raise ScoringError(f"{source}: empty file, expected a header and one row per model")
     header = [h.strip() for h in lines[0]]
@@ -112,7 +113,7 @@ def write_raw_csv(rows, path) -> None:
     header = ["Model", *METRICS] + ([COUNT_PREFIX + m for m in METRICS] if with_counts else [])
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
+        writer = csv_cells.Writer(f)
         writer.writerow(header)
         for r in rows:
             values = {canonical_metric(k): v for k, v in r.values.items()}
@@ -178,7 +179,7 @@ def write_leaderboard_csv(board: Leaderboard, path, decimals: int = 4) -> None:
     """Rank, Model, 8 normalised scores, 3 groups, Final score, "n:<metric>" counts, Note."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
+        writer = csv_cells.Writer(f)
         writer.writerow(["Rank", "Model", *METRICS, *GROUPS, FINAL,
                          *(COUNT_PREFIX + m for m in METRICS), "Note"])
         for row in board.rows:
