@@ -4,9 +4,10 @@ import tempfile
 
 import numpy as np
 
-# Past this many bytes a series moves to a temporary file (np.memmap): a 600 s clip's passes take
-# ~430 MB, which then sits in the page cache (reclaimable) instead of the process's own memory.
-SPILL_BYTES = 64 << 20
+# Past this many bytes (about 3,000 frames) a series moves to a temporary file (np.memmap): a 600 s
+# clip's passes take ~430 MB, which then sits in the page cache (reclaimable) instead of the
+# process's own memory.
+SPILL_BYTES = 16 << 20
 FIRST_ROWS = 64
 
 
