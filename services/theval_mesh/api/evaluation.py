@@ -110,7 +110,7 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
         shown = Progress(job, enabled=progress)
         try:
             if inline:
-                job = pipeline.run_inline(store, job.id, on_result=shown)
+                job = pipeline.run_inline(store, job.id, on_result=shown, on_frames=shown.frame)
             else:
                 job = pipeline.run_ray(store, job.id, workers, ray_address, on_result=shown)
         finally:

@@ -63,11 +63,11 @@ class Scorer:
             from theval_mesh.core.engine import Engine
             self.engine = Engine(settings, spec.quality_store)
 
-    def score(self, seq: int, model: str, video: str) -> tuple[int, str, str]:
+    def score(self, seq: int, model: str, video: str, on_frames=None) -> tuple[int, str, str]:
         """(seq, "ok", result JSON) or (seq, "retry", why): a bad video is a failed result; only
-        the mesh's own failures (down, restarting) are retried."""
+        the mesh's own failures (down, restarting) are retried. on_frames(n): frames decoded."""
         try:
-            return seq, "ok", self.engine.score_video(video, model).to_json()
+            return seq, "ok", self.engine.score_video(video, model, on_frames).to_json()
         except ServiceError as err:
             if err.code not in VIDEO_FAULTS:  # the mesh failed, not the video
                 return seq, "retry", f"{err.code}: {err}"
@@ -205,8 +205,9 @@ def _run(loop: _Loop, body):
     return loop.store.get(loop.job_id)
 
 
-def run_inline(store: JobStore, job_id: str, on_result=None):
-    """Score the job's pending videos one at a time in this process."""
+def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
+    """Score the job's pending videos one at a time in this process; on_frames(n) as they are
+    decoded (a long video's progress)."""
     loop = _Loop(store, job_id, on_result)
 
     def body():
@@ -219,7 +220,7 @@ def run_inline(store: JobStore, job_id: str, on_result=None):
                 time.sleep(0.05)  # a retry is waiting for its pause
                 continue
             seq, item = nxt
-            _, kind, payload = scorer.score(seq, item.model, item.video)
+            _, kind, payload = scorer.score(seq, item.model, item.video, on_frames)
             if kind == "ok":
                 loop.commit(VideoResult.from_json(payload))
             else:

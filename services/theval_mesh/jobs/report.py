@@ -39,6 +39,8 @@ class Progress:
 
     def __init__(self, job, enabled: bool = True):
         self.bar = tqdm(total=job.total, initial=job.done, desc="videos", unit="video", disable=not enabled)
+        # The frames of the video being scored (inline runs): a long video moves too.
+        self.frames = tqdm(desc="frames", unit="frame", position=1, leave=False, disable=not enabled)
         line = resuming(job)
         if line:
             self.bar.write(line, file=sys.stderr)
@@ -50,6 +52,11 @@ class Progress:
             if not w.startswith("Traceback"):
                 self.bar.write(f"warning [{result.model}] {result.video}: {w}")
         self.bar.update(1)
+        self.frames.reset()
+
+    def frame(self, n: int):
+        self.frames.update(n)
 
     def close(self):
+        self.frames.close()
         self.bar.close()
