@@ -406,7 +406,7 @@ def test_the_mesh_paths_are_open_and_nothing_else(rendered):
         opened = [(client, evaluator, "grpc"), (evaluator, head, "client"), (head, evaluator, "grpc"),
                   (worker, evaluator, "grpc"), (worker, head, "gcs"), (head, worker, 20000), (worker, worker, 20000),
                   (pod("quality"), triton, "grpc"), (pod("audio"), triton, "grpc"), (operator, head, "dashboard"),
-                  (submitter, head, "dashboard"), (fetch, stranger, 443)]
+                  (submitter, head, "dashboard"), (head, stranger, 6443), (fetch, stranger, 443)]
         opened += [(evaluator, s, "grpc") for s in services]
         opened += [(prometheus, p, "metrics") for p in everyone if "metrics" in p.ports]
         opened += [(p, dns, 53) for p in everyone]
@@ -417,7 +417,7 @@ def test_the_mesh_paths_are_open_and_nothing_else(rendered):
                   (worker, stranger, 6443), (triton, stranger, 443), (prometheus, evaluator, "grpc")]
         closed += [(worker, s, "grpc") for s in services] + [(head, s, "grpc") for s in services]
         closed += [(s, evaluator, "grpc") for s in services] + [(s, head, "client") for s in services]
-        closed += [(p, stranger, 443) for p in everyone if p is not fetch]
+        closed += [(p, stranger, 443) for p in everyone if p not in (fetch, head)]  # head: the Kubernetes API
         closed += [(p, stranger, 5432) for p in everyone if p is not evaluator or name == "dev"]  # dev: SQLite
         for src, dst, port in opened:
             assert net.allows(src, dst, port), f"{name}: {src.where} -> {dst.where}:{port} is closed"
@@ -505,6 +505,23 @@ def test_ray_requires_its_token_from_a_secret_everywhere(rendered):
             for e in c.get("env", []):
                 if re.search(r"TOKEN|PASSWORD|SECRET", e["name"]):
                     assert "value" not in e, f"{name}: {where}: {e['name']} is a plain value"
+
+
+def test_only_the_autoscaler_gets_a_kubernetes_api_token(rendered):
+    """The head's autoscaler scales the worker group through the Kubernetes API: a projected
+    service account token goes to its container alone, never to the Ray containers (they run
+    the jobs' code); no pod mounts one otherwise."""
+    for name in ("dev", "gpu"):
+        ray = next(o for o in rendered[name] if o["kind"] == "RayCluster")
+        (mount,) = ray["spec"]["autoscalerOptions"]["volumeMounts"]
+        assert mount == {"name": mount["name"], "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                         "readOnly": True}
+        head = ray["spec"]["headGroupSpec"]["template"]["spec"]
+        volume = next(v for v in head["volumes"] if v["name"] == mount["name"])
+        assert any("serviceAccountToken" in source for source in volume["projected"]["sources"])
+        for where, spec, c in containers_of(ray):
+            assert mount["name"] not in {m["name"] for m in c.get("volumeMounts", [])}, where
+            assert spec["automountServiceAccountToken"] is False, where
 
 
 def test_the_job_store_is_mounted_where_a_rayjobs_driver_runs_alone(rendered):
