@@ -5,8 +5,8 @@ job's videos go the same path as a client's; each result is committed to the eva
 as it finishes, where GetJob and StreamJob read the progress. A caller sees its own jobs only.
 
 When the evaluator requires tokens, each job gets one of its own (identity JOBS_IDENTITY), revoked
-when its driver exits: the driver hands it to its Ray actors (jobs.pipeline), which on an external
-cluster pass through that cluster's job metadata, so it opens nothing once the job is over."""
+when its driver exits: the driver hands it to its Ray actors as an argument (jobs.pipeline), which
+an external cluster keeps in its GCS, so it opens nothing once the job is over."""
 import logging
 import secrets
 import threading
