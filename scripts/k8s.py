@@ -3,9 +3,10 @@
 `secrets` makes what an overlay's secretGenerator reads from k8s/overlays/OVERLAY/secrets/ (kept
 out of git): a CA, one certificate for every Service of the mesh by its in-cluster names (the
 evaluator presents it to the services, the services to Triton), the evaluator's tokens file and
-the token its clients use; where the overlay's evaluator uses PostgreSQL, the store's URL (to edit:
-your database's) and a new password (to set on its role, or replace by yours). Kept when present. Production clusters may bring their own (cert-manager,
-an external secret store): the files' names are the contract.
+the token its clients use, Ray's token (ray-token); where the overlay's evaluator uses PostgreSQL,
+the store's URL (to edit: your database's) and a new password (to set on its role, or replace by
+yours). Kept when present. Production clusters may bring their own (cert-manager, an external
+secret store): the files' names are the contract.
 
 `render` prints the overlay as `kubectl kustomize` renders it (what `kubectl apply -k` applies).
 """
@@ -48,11 +49,12 @@ def secret_files(overlay_dir: Path) -> list[str]:
 
 def make_secrets(overlay_dir: Path) -> Path:
     """overlay_dir/secrets/: tls.crt, tls.key, ca.crt, tokens (and `token`, the clients' own), and
-    the store's URL and password where the overlay asks for them."""
+    Ray's token and the store's URL and password where the overlay asks for them."""
     folder = overlay_dir / "secrets"
     folder.mkdir(exist_ok=True)
     wanted = secret_files(overlay_dir)
-    for name, text in (("store-url", STORE_URL), ("store-password", secrets.token_urlsafe(24))):
+    for name, text in (("store-url", STORE_URL), ("store-password", secrets.token_urlsafe(24)),
+                       ("ray-token", secrets.token_hex(32))):
         if name in wanted and not (folder / name).is_file():
             (folder / name).write_text(text)  # no newline: the Secret's value is the whole file
             (folder / name).chmod(0o600)

@@ -6,6 +6,7 @@ import gzip
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -54,25 +55,120 @@ def crd_schemas() -> dict:
     return out
 
 
+def pod_templates(obj: dict) -> list[tuple[str, dict]]:
+    """(where, pod template) of every pod a workload makes: a Deployment's or Job's, a
+    RayCluster's head and worker groups, a RayJob's submitter."""
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    if kind in ("Deployment", "Job"):
+        return [(name, obj["spec"]["template"])]
+    if kind == "RayCluster":
+        return [(f"{name} head", obj["spec"]["headGroupSpec"]["template"])] + [
+            (f"{name} {g['groupName']}", g["template"]) for g in obj["spec"].get("workerGroupSpecs", [])]
+    if kind == "RayJob" and "submitterPodTemplate" in obj["spec"]:
+        return [(f"{name} submitter", obj["spec"]["submitterPodTemplate"])]
+    return []
+
+
 def containers_of(obj: dict) -> list[tuple[str, dict, dict]]:
     """(where, pod spec, container) of every container and init container of a workload."""
-    specs = []
-    kind = obj["kind"]
-    if kind in ("Deployment", "Job"):
-        specs.append((obj["metadata"]["name"], obj["spec"]["template"]["spec"]))
-    elif kind == "RayCluster":
-        specs.append((f"{obj['metadata']['name']} head", obj["spec"]["headGroupSpec"]["template"]["spec"]))
-        specs += [(f"{obj['metadata']['name']} {g['groupName']}", g["template"]["spec"])
-                  for g in obj["spec"].get("workerGroupSpecs", [])]
-    elif kind == "RayJob" and "submitterPodTemplate" in obj["spec"]:
-        specs.append((f"{obj['metadata']['name']} submitter", obj["spec"]["submitterPodTemplate"]["spec"]))
-    return [(f"{where}/{c['name']}", spec, c) for where, spec in specs
-            for c in spec.get("initContainers", []) + spec["containers"]]
+    return [(f"{where}/{c['name']}", t["spec"], c) for where, t in pod_templates(obj)
+            for c in t["spec"].get("initContainers", []) + t["spec"]["containers"]]
 
 
-def env_of(container: dict, objects: list[dict]) -> dict:
+def selects(selector: dict, labels: dict) -> bool:
+    """A label selector (matchLabels, matchExpressions) as Kubernetes applies it."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    tests = {"In": lambda e: labels.get(e["key"]) in e["values"],
+             "NotIn": lambda e: labels.get(e["key"]) not in e["values"],
+             "Exists": lambda e: e["key"] in labels, "DoesNotExist": lambda e: e["key"] not in labels}
+    return all(tests[e["operator"]](e) for e in selector.get("matchExpressions", []))
+
+
+@dataclass
+class Pod:
+    """A network endpoint: labels, its namespace's labels, its ports ({name: number}, a number
+    as its own name too)."""
+    where: str
+    labels: dict
+    namespace: dict
+    ports: dict
+
+
+def _ports(pod_spec: dict) -> dict:
+    ports = {}
+    for c in pod_spec["containers"]:
+        for p in c.get("ports", []):
+            ports[p["containerPort"]] = p["containerPort"]
+            if "name" in p:
+                ports[p["name"]] = p["containerPort"]
+    return ports
+
+
+class Network:
+    """The rendered NetworkPolicies' verdict on a connection, as the API defines it (no CNI runs
+    here): a pod selected by no policy of a direction is open in it, one selected by some is open
+    only to what one of their rules allows; both ends must allow. Peers: a podSelector alone
+    means this namespace; with a namespaceSelector, the namespaces it selects."""
+
+    def __init__(self, objs: list[dict]):
+        ns = next(o for o in objs if o["kind"] == "Namespace")
+        self.namespace = {**ns["metadata"].get("labels", {}), "kubernetes.io/metadata.name": ns["metadata"]["name"]}
+        self.policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+        self.pods = {where: Pod(where, t["metadata"].get("labels", {}), self.namespace, _ports(t["spec"]))
+                     for o in objs for where, t in pod_templates(o)}
+
+    def pod(self, where: str) -> Pod:
+        return self.pods[where]
+
+    def outside(self, namespace: str, ports=(), **labels) -> Pod:
+        """A pod of another namespace (e.g. kube-system's DNS, the operator's)."""
+        return Pod(f"{namespace}/{labels}", labels, {"kubernetes.io/metadata.name": namespace}, {p: p for p in ports})
+
+    def peer_matches(self, peer: dict, pod: Pod) -> bool:
+        if "ipBlock" in peer:
+            return True  # an address range: any pod may be in it
+        if "namespaceSelector" in peer:
+            if not selects(peer["namespaceSelector"], pod.namespace):
+                return False
+        elif pod.namespace != self.namespace:
+            return False
+        return selects(peer.get("podSelector", {}), pod.labels)
+
+    @staticmethod
+    def _port(ports: list | None, dst: Pod, port, protocol: str) -> bool:
+        number = dst.ports.get(port, port if isinstance(port, int) else None)
+        for p in ports or [{}]:
+            if p.get("protocol", "TCP") != protocol:
+                continue
+            if "port" not in p or p["port"] == port or p["port"] == number:
+                return True
+            if isinstance(p["port"], str) and dst.ports.get(p["port"]) == number:
+                return True
+        return False
+
+    def _open(self, pod: Pod, direction: str, other: Pod, dst: Pod, port, protocol: str) -> bool:
+        if pod.namespace != self.namespace:
+            return True  # not ours to say
+        policies = [p for p in self.policies if direction.capitalize() in p["spec"].get("policyTypes", ["Ingress"])
+                    and selects(p["spec"]["podSelector"], pod.labels)]
+        if not policies:
+            return True
+        peers = "from" if direction == "ingress" else "to"
+        return any((peers not in rule or any(self.peer_matches(peer, other) for peer in rule[peers]))
+                   and self._port(rule.get("ports"), dst, port, protocol)
+                   for p in policies for rule in p["spec"].get(direction, []))
+
+    def allows(self, src: Pod, dst: Pod, port, protocol: str = "TCP") -> bool:
+        """May src open a connection to dst's `port` (its name or number)?"""
+        return (self._open(src, "egress", dst, dst, port, protocol)
+                and self._open(dst, "ingress", src, dst, port, protocol))
+
+
+def env_of(container: dict, objects: list[dict], pod_ip: str = "127.0.0.1") -> dict:
     """The container's environment as Kubernetes builds it: envFrom ConfigMaps, then env (values;
-    Secret and ConfigMap references resolved from the rendered objects)."""
+    Secret and ConfigMap references resolved from the rendered objects; the downward API's pod IP
+    is `pod_ip`: tests/integration/test_k8s_dev_overlay.py runs the pods on loopback)."""
     by_name = {(o["kind"], o["metadata"]["name"]): o for o in objects}
     env = {}
     for source in container.get("envFrom", []):
@@ -80,6 +176,9 @@ def env_of(container: dict, objects: list[dict]) -> dict:
     for e in container.get("env", []):
         if "value" in e:
             env[e["name"]] = e["value"]
+        elif "fieldRef" in e["valueFrom"]:
+            assert e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP", e
+            env[e["name"]] = pod_ip
         else:
             ref = e["valueFrom"].get("secretKeyRef") or e["valueFrom"]["configMapKeyRef"]
             kind = "Secret" if "secretKeyRef" in e["valueFrom"] else "ConfigMap"

@@ -14,7 +14,7 @@ class Mesh:
     """The four services and the evaluator; each one's stderr goes to <tmp>/<service>.log."""
 
     def __init__(self, tmp: Path, roots, quality: str = "proxy", evaluator_args=(), service_args=None,
-                 ports=None, security=None, store=None):
+                 ports=None, security=None, store=None, env=None):
         self.tmp, self.roots = Path(tmp), [str(r) for r in roots]
         self.quality = quality
         self.evaluator_args = list(evaluator_args)
@@ -22,6 +22,7 @@ class Mesh:
         self.ports = ports or {}
         self.security = security or {}  # service -> ClientSecurity of the test's own calls to it
         self.store = store or str(self.tmp / "store.sqlite")  # the evaluator's: a file or a postgresql:// URL
+        self.env = env or {}  # added to every server's environment
         self.procs: dict[str, ServiceProcess] = {}
         self.channel = None
 
@@ -33,7 +34,7 @@ class Mesh:
 
     def _proc(self, service, extra=()):
         log = open(self.tmp / f"{service}.log", "a")
-        return ServiceProcess(service, self._args(service) + list(extra), stderr=log,
+        return ServiceProcess(service, self._args(service) + list(extra), env=self.env, stderr=log,
                               security=self.security.get(service))
 
     def start_dependencies(self):

@@ -6,27 +6,24 @@ job starts with no worker; the autoscaler adds workers up to the maximum while t
 lasts, every video is scored exactly once, and the workers go after the idle timeout.
 
 The cluster stays on loopback behind a token (as the project's local Rays, jobs.pipeline), runs
-from its own temp folder, and is stopped by killing its own process group: never `ray stop`,
-which would stop every Ray on the machine."""
+from its own temp folder, and is stopped by killing its own process group (tests/ray_support.py):
+never `ray stop`, which would stop every Ray on the machine."""
 import json
 import os
-import shutil
-import signal
 import sqlite3
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 from k8s_support import render, workspace
+from ray_support import RayHead
 
 from theval_mesh.jobs.inputs import plan
 from theval_mesh.jobs.job_store import JobSpec, SqlJobStore
 from theval_mesh.jobs.pipeline import _private_ray, run_ray
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc.launcher import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -57,56 +54,23 @@ def autoscaling_config(group: dict, gcs_address: str) -> dict:
         "cluster_synced_files": [], "file_mounts_sync_continuously": False, "rsync_exclude": [], "rsync_filter": []}
 
 
-class Cluster:
+class Cluster(RayHead):
     """`ray start --head` with an autoscaling config of the fake multi-node provider."""
 
     def __init__(self, tmp: Path, group: dict):
-        self.port = _free_port()
-        config = autoscaling_config(group, f"127.0.0.1:{self.port}")
+        port = free_port()
+        config = autoscaling_config(group, f"127.0.0.1:{port}")
         (tmp / "autoscaling.json").write_text(json.dumps(config))
-        # Loopback only and behind this process's Ray token, as the project's local Rays
-        # (jobs.pipeline._private_ray: the driver here then uses the same token); Ray's CLI from this venv.
+        # Behind this process's Ray token, as the project's local Rays (jobs.pipeline._private_ray:
+        # the driver here then uses the same token).
         _private_ray()
-        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "AUTOSCALER_UPDATE_INTERVAL_S": "1",
-                    "RAY_FAKE_CLUSTER": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-        self.temp = tempfile.mkdtemp(prefix="theval-ray-")  # short: Ray's socket paths hold 107 bytes
-        self.proc = subprocess.Popen(
-            ["ray", "start", "--head", "--block", f"--port={self.port}", "--node-ip-address=127.0.0.1",
-             f"--num-cpus={group['head_cpus']}", f"--autoscaling-config={tmp / 'autoscaling.json'}",
-             f"--temp-dir={self.temp}", "--include-dashboard=false", "--disable-usage-stats"],
-            env=self.env, stdout=open(tmp / "ray.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
-        self.log = tmp / "ray.log"
-        self.address = f"127.0.0.1:{self.port}"
-
-    def wait_listening(self, timeout: float = 120):
-        """The GCS accepts connections (ray.init before that fails, and Ray keeps the failure)."""
-        import socket
-        end = time.monotonic() + timeout
-        while True:
-            assert self.proc.poll() is None, f"ray start exited: {self.log.read_text()[-3000:]}"
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                assert time.monotonic() < end, f"the Ray head did not listen: {self.log.read_text()[-3000:]}"
-                time.sleep(0.5)
+        super().__init__(tmp / "ray.log", {**os.environ, "AUTOSCALER_UPDATE_INTERVAL_S": "1", "RAY_FAKE_CLUSTER": "1"},
+                         os.environ["RAY_AUTH_TOKEN"], f"--num-cpus={group['head_cpus']}",
+                         f"--autoscaling-config={tmp / 'autoscaling.json'}", port=port)
 
     def workers(self) -> int:
         import ray
         return sum(1 for n in ray.nodes() if n["Alive"] and not n["Resources"].get("node:__internal_head__"))
-
-    def stop(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        shutil.rmtree(self.temp, ignore_errors=True)
-
-
-def _free_port() -> int:
-    from mesh_support import free_port
-    return free_port()
 
 
 def test_a_bulk_job_scales_the_worker_group_up_to_its_maximum_and_back(kit, tmp_path):

@@ -16,13 +16,15 @@ import kubernetes_validate
 import pytest
 import yaml
 from container_support import images
-from k8s_support import RENDERED, containers_of, crd_schemas, env_of, kubectls, render, workspace
+from k8s_support import (RENDERED, Network, Pod, containers_of, crd_schemas, env_of, kubectls, pod_templates, render,
+                         selects, workspace)
 from metric_names import exported_series, metric_names
 
 from theval_mesh.commands.cli import build_parser
 from theval_mesh.pure.version import VERSION
 from theval_mesh.rpc import probe
-from theval_mesh.rpc.config import OPTIONS, SERVICES
+from theval_mesh.rpc.config import DEPENDENCIES, OPTIONS, SERVICES
+from theval_mesh.rpc.security import is_loopback
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = ("1.30.0", kubernetes_validate.utils.latest_version())
@@ -350,29 +352,200 @@ def test_pods_run_unprivileged_with_a_read_only_root(rendered):
             assert c["resources"]["requests"] and c["resources"]["limits"], where
 
 
-def test_only_the_evaluator_is_reachable_from_outside_the_namespace(rendered):
-    objs = rendered["dev"]
-    policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
-    deny = [p for p in policies if p["spec"]["podSelector"] == {}]
-    assert deny and "ingress" not in deny[0]["spec"]
-    for p in policies:
+# ------------------------------------------------------------------------------------ the network
+def with_samples(rendered, name: str) -> list[dict]:
+    """An overlay's objects and the samples', applied after it into its namespace."""
+    return rendered[name] + rendered["samples"]
+
+
+def test_every_pod_is_denied_all_but_paths_of_its_own(rendered):
+    """A default deny of both directions, and each pod selected by a policy that says what it
+    may open (egress) beyond it."""
+    for name in ("dev", "gpu"):
+        objs = with_samples(rendered, name)
+        policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+        deny = [p["spec"] for p in policies if p["spec"]["podSelector"] == {}
+                and set(p["spec"]["policyTypes"]) == {"Ingress", "Egress"}]
+        assert deny == [{"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}], name
+        for o in objs:
+            for where, template in pod_templates(o):
+                own = [p["metadata"]["name"] for p in policies if p["spec"]["podSelector"]
+                       and "Egress" in p["spec"]["policyTypes"] and selects(p["spec"]["podSelector"],
+                                                                             template["metadata"]["labels"])]
+                assert own, f"{name}: {where} is selected by no egress policy of its own"
+
+
+def test_no_policy_admits_from_everywhere(rendered):
+    """Every ingress rule names its sources by labels: no rule without `from`, no empty selector
+    (every pod or namespace), no address range."""
+    for name, p in every(rendered, "NetworkPolicy"):
         for rule in p["spec"].get("ingress", []):
-            sources = rule.get("from")
-            if sources is None:  # from anywhere: the evaluator's API alone
-                assert p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "evaluator"
-                assert rule["ports"] == [{"port": "grpc", "protocol": "TCP"}]
-            for port in rule.get("ports", []):  # named ports exist on the pods the policy selects
-                selected = pods_selected(objs, p["spec"]["podSelector"].get("matchLabels", {}))
-                if p["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/name") == "theval-ray":
-                    continue  # Ray pods are not Deployments: checked below
-                assert any(q["name"] == port["port"] for c in selected for q in c.get("ports", [])), (p, port)
-    services = next(p for p in policies if p["metadata"]["name"] == "services")
-    grpc = next(r for r in services["spec"]["ingress"] if r["ports"][0]["port"] == "grpc")
-    assert [s["podSelector"]["matchLabels"]["app.kubernetes.io/name"] for s in grpc["from"]] == ["evaluator",
-                                                                                             "theval-ray"]
-    ray = next(o for o in objs if o["kind"] == "RayCluster")
-    ray_ports = {p["name"] for _, _, c in containers_of(ray) for p in c.get("ports", [])}
-    assert {"dashboard", "metrics"} <= ray_ports
+            assert rule.get("from"), (name, p["metadata"]["name"], rule)
+            for peer in rule["from"]:
+                assert "ipBlock" not in peer, (name, p["metadata"]["name"], peer)
+                assert all(selector and (selector.get("matchLabels") or selector.get("matchExpressions"))
+                           for selector in peer.values()), (name, p["metadata"]["name"], peer)
+
+
+def test_the_mesh_paths_are_open_and_nothing_else(rendered):
+    """Who may connect to whom on which port, by the rendered policies (tests/k8s_support.py
+    Network): the mesh's paths, and a sample of what must stay closed."""
+    for name in ("dev", "gpu"):
+        net = Network(with_samples(rendered, name))
+        pod = net.pod
+        evaluator, triton = pod("evaluator"), pod("triton")
+        head, worker = pod("theval-ray head"), pod("theval-ray bulk")
+        services = [pod(s) for s in DEPENDENCIES]
+        submitter, fetch = pod("theval-bulk submitter"), pod("theval-weights-fetch")
+        dns = net.outside("kube-system", ports=(53,), **{"k8s-app": "kube-dns"})
+        operator = net.outside("kuberay", **{"app.kubernetes.io/name": "kuberay-operator"})
+        prometheus = net.outside("monitoring", **{"app.kubernetes.io/name": "prometheus"})
+        client = Pod("a client", {}, {"kubernetes.io/metadata.name": "apps", "theval.io/evaluator-client": "true"}, {})
+        stranger = net.outside("default", ports=(443, 5432, 6443))  # any other pod, or any address
+        everyone = [evaluator, head, worker, triton, submitter, fetch, *services]
+        opened = [(client, evaluator, "grpc"), (evaluator, head, "client"), (head, evaluator, "grpc"),
+                  (worker, evaluator, "grpc"), (worker, head, "gcs"), (head, worker, 20000), (worker, worker, 20000),
+                  (pod("quality"), triton, "grpc"), (pod("audio"), triton, "grpc"), (operator, head, "dashboard"),
+                  (submitter, head, "dashboard"), (head, stranger, 6443), (fetch, stranger, 443)]
+        opened += [(evaluator, s, "grpc") for s in services]
+        opened += [(prometheus, p, "metrics") for p in everyone if "metrics" in p.ports]
+        opened += [(p, dns, 53) for p in everyone]
+        closed = [(stranger, evaluator, "grpc"), (stranger, head, "client"), (stranger, head, "gcs"),
+                  (stranger, head, "dashboard"), (evaluator, head, "gcs"), (evaluator, head, "dashboard"),
+                  (submitter, head, "gcs"), (submitter, evaluator, "grpc"),
+                  (pod("landmarks"), triton, "grpc"), (evaluator, triton, "grpc"), (worker, triton, "grpc"),
+                  (worker, stranger, 6443), (triton, stranger, 443), (prometheus, evaluator, "grpc")]
+        closed += [(worker, s, "grpc") for s in services] + [(head, s, "grpc") for s in services]
+        closed += [(s, evaluator, "grpc") for s in services] + [(s, head, "client") for s in services]
+        closed += [(p, stranger, 443) for p in everyone if p not in (fetch, head)]  # head: the Kubernetes API
+        closed += [(p, stranger, 5432) for p in everyone if p is not evaluator or name == "dev"]  # dev: SQLite
+        for src, dst, port in opened:
+            assert net.allows(src, dst, port), f"{name}: {src.where} -> {dst.where}:{port} is closed"
+        for src, dst, port in closed:
+            assert not net.allows(src, dst, port), f"{name}: {src.where} -> {dst.where}:{port} is open"
+        assert all(net.allows(p, dns, 53, "UDP") for p in everyone)
+        assert net.allows(evaluator, stranger, 5432) == (name == "gpu")  # its PostgreSQL store
+
+
+def test_named_ports_of_the_policies_exist_where_they_point(rendered):
+    for name in ("dev", "gpu"):
+        objs = with_samples(rendered, name)
+        net = Network(objs)
+        for p in (o for o in objs if o["kind"] == "NetworkPolicy"):
+            targets = [q for q in net.pods.values() if selects(p["spec"]["podSelector"], q.labels)]
+            rules = [(rule, targets) for rule in p["spec"].get("ingress", [])]
+            rules += [(rule, [q for q in net.pods.values() if any(net.peer_matches(peer, q) for peer in rule["to"])])
+                      for rule in p["spec"].get("egress", []) if "to" in rule]
+            for rule, pods in rules:
+                for port in (x["port"] for x in rule.get("ports", []) if isinstance(x.get("port"), str)):
+                    assert any(port in q.ports for q in pods), (name, p["metadata"]["name"], port)
+
+
+def test_the_evaluators_jobs_reach_the_ray_head_and_come_back_by_a_name_its_certificate_bears(rendered):
+    """THEVAL_RAY_ADDRESS is the head's Ray Client port (a driver by the GCS address needs a
+    raylet where it runs); the jobs' actors dial the evaluator's pod IP (a job's token is known to
+    its pod only) and check the certificate for a name it bears."""
+    from cryptography import x509
+    for name in ("dev", "gpu"):
+        objs = rendered[name]
+        settings = next(o for o in objs
+                        if o["kind"] == "ConfigMap" and unhashed(o["metadata"]["name"]) == "theval-settings")
+        ray = next(o for o in objs if o["kind"] == "RayCluster")
+        client_port = next(p["containerPort"] for c in ray["spec"]["headGroupSpec"]["template"]["spec"]["containers"]
+                           for p in c["ports"] if p["name"] == "client")
+        assert settings["data"]["THEVAL_RAY_ADDRESS"] == f"ray://{ray['metadata']['name']}-head-svc:{client_port}"
+        deployment = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "evaluator")
+        spec = deployment["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        declared = {e["name"]: e for e in container["env"]}
+        assert declared["THEVAL_ADVERTISE_HOST"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+        env = env_of(container, objs)
+        cert = x509.load_pem_x509_certificate(mounted_file(objs, spec, container, env["THEVAL_TLS_CERT"]))
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.DNSName)
+        assert env["THEVAL_ADVERTISE_TLS_NAME"] in names, (name, names)
+
+
+def mounted_file(objs: list[dict], spec: dict, container: dict, path: str) -> bytes:
+    """The content of a file a container sees in a Secret volume."""
+    import base64
+    mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"].rstrip("/") + "/"))
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    secret = next(o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"] == volume["secret"]["secretName"])
+    return base64.b64decode(secret["data"][path[len(mount["mountPath"].rstrip("/")) + 1:]])
+
+
+def test_ray_requires_its_token_from_a_secret_everywhere(rendered):
+    """Ray's token authentication on the cluster (KubeRay's authOptions: it gives the token to what
+    it adds, and uses it on the dashboard), in the Ray containers and the evaluator (its jobs'
+    drivers), always from the theval-ray-token Secret; no token or password is a plain value."""
+    for name in ("dev", "gpu"):
+        objs = rendered[name]
+        ray = next(o for o in objs if o["kind"] == "RayCluster")
+        auth = ray["spec"].get("authOptions", {})
+        assert auth.get("mode") == "token" and unhashed(auth.get("secretName", "")) == "theval-ray-token", name
+        secret = next(o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"] == auth["secretName"])
+        assert len(env_of({"env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": auth["secretName"],
+                                                                                   "key": "auth_token"}}}]},
+                          objs)["T"]) >= 32 and set(secret["data"]) == {"auth_token"}
+        evaluator = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "evaluator")
+        users = [(where, c) for where, spec, c in containers_of(ray) if c in spec["containers"]]
+        users += [("evaluator", evaluator["spec"]["template"]["spec"]["containers"][0])]
+        assert len(users) == 3
+        for where, c in users:
+            env = {e["name"]: e for e in c.get("env", [])}
+            assert env.get("RAY_AUTH_MODE", {}).get("value") == "token", (name, where)
+            assert env.get("RAY_AUTH_TOKEN", {}).get("valueFrom") == {
+                "secretKeyRef": {"name": auth["secretName"], "key": "auth_token"}}, (name, where)
+        # The dashboard listens beyond loopback for the KubeRay operator (RayJobs): behind the token.
+        host = ray["spec"]["headGroupSpec"]["rayStartParams"].get("dashboard-host", "0.0.0.0")  # KubeRay's default
+        assert is_loopback(host) or auth["mode"] == "token"
+    for name, obj in every(rendered):
+        for where, _, c in containers_of(obj):
+            for e in c.get("env", []):
+                if re.search(r"TOKEN|PASSWORD|SECRET", e["name"]):
+                    assert "value" not in e, f"{name}: {where}: {e['name']} is a plain value"
+
+
+def test_only_the_autoscaler_gets_a_kubernetes_api_token(rendered):
+    """The head's autoscaler scales the worker group through the Kubernetes API: a projected
+    service account token goes to its container alone, never to the Ray containers (they run
+    the jobs' code); no pod mounts one otherwise."""
+    for name in ("dev", "gpu"):
+        ray = next(o for o in rendered[name] if o["kind"] == "RayCluster")
+        (mount,) = ray["spec"]["autoscalerOptions"]["volumeMounts"]
+        assert mount == {"name": mount["name"], "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                         "readOnly": True}
+        head = ray["spec"]["headGroupSpec"]["template"]["spec"]
+        volume = next(v for v in head["volumes"] if v["name"] == mount["name"])
+        assert any("serviceAccountToken" in source for source in volume["projected"]["sources"])
+        for where, spec, c in containers_of(ray):
+            assert mount["name"] not in {m["name"] for m in c.get("volumeMounts", [])}, where
+            assert spec["automountServiceAccountToken"] is False, where
+
+
+def test_the_job_store_is_mounted_where_a_rayjobs_driver_runs_alone(rendered):
+    """A RayJob's entrypoint runs on the Ray head: `theval bulk submit` there plans the job from
+    the folders below /data and is the job store's only writer. The workers mount neither the
+    store nor anything writable of it; the evaluator's jobs keep their store in its pod."""
+    rayjob = next(o for _, o in every(rendered, "RayJob"))
+    assert "--store" not in rayjob["spec"]["entrypoint"]  # the head's THEVAL_JOBS
+    assert re.search(r"--gt /data/", rayjob["spec"]["entrypoint"])
+    for name in ("dev", "gpu"):
+        ray = next(o for o in rendered[name] if o["kind"] == "RayCluster")
+        holders = []
+        for where, template in pod_templates(ray):
+            claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in template["spec"]["volumes"]
+                      if "persistentVolumeClaim" in v}
+            for c in template["spec"]["containers"]:
+                mounted = {claims.get(m["name"]): m for m in c.get("volumeMounts", [])}
+                if "theval-jobs" in mounted:
+                    holders.append(where)
+                    env = {e["name"]: e.get("value") for e in c["env"]}
+                    assert env["THEVAL_JOBS"].startswith(mounted["theval-jobs"]["mountPath"] + "/")
+                if "theval-data" in mounted:
+                    assert mounted["theval-data"].get("readOnly") is True, where
+        assert holders == ["theval-ray head"], (name, holders)
 
 
 def test_the_ray_cluster_scales_bulk_scoring_from_zero(rendered):

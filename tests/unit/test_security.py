@@ -1,9 +1,16 @@
-"""Tokens, names and the refusal to serve beyond loopback without TLS and authentication."""
+"""Tokens, names, clients' TLS and the refusal to serve beyond loopback without TLS and
+authentication."""
+import shutil
+from concurrent import futures
+
+import grpc
 import pytest
+from certificates import issue, make_ca
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from theval_mesh.pure.errors import UserError
 from theval_mesh.rpc import config
-from theval_mesh.rpc.security import ClientSecurity, Tokens, check_name, is_loopback
+from theval_mesh.rpc.security import ClientSecurity, Tokens, check_name, client_channel, is_loopback, server_credentials
 
 TOKEN = "t" * 32
 
@@ -17,6 +24,67 @@ def test_a_token_names_its_identity_and_nothing_else_does():
         assert tokens.identity(metadata) is None, metadata
     assert TOKEN not in repr(tokens)
     assert TOKEN not in repr(ClientSecurity(token=TOKEN))
+
+
+def test_a_revoked_token_opens_nothing_and_the_others_still_do():
+    tokens = Tokens.parse(f"alice {TOKEN}", "test")
+    job, other = "j" * 43, "k" * 43
+    tokens.add("theval-jobs", job)
+    tokens.add("theval-jobs", other)
+    assert tokens.identity([("authorization", f"Bearer {job}")]) == "theval-jobs"
+    tokens.revoke(job)
+    assert tokens.identity([("authorization", f"Bearer {job}")]) is None
+    assert tokens.identity([("authorization", f"Bearer {other}")]) == "theval-jobs"
+    assert tokens.identity([("authorization", f"Bearer {TOKEN}")]) == "alice" and len(tokens) == 2
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    """A real gRPC server (health) on loopback, serving TLS with a certificate for 127.0.0.1 and
+    localhost signed by a CA of the test's: (port, the CA's file, the CA's certificate and key)."""
+    ca, ca_cert, ca_key = make_ca(tmp_path, "ca")
+    leaf = issue(tmp_path, "server", ca_cert, ca_key)
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    port = server.add_secure_port("127.0.0.1:0", server_credentials(leaf.cert, leaf.key, None))
+    server.start()
+    yield port, ca.cert, (ca_cert, ca_key)
+    server.stop(0)
+
+
+def _answers(port: int, security: ClientSecurity) -> bool:
+    with client_channel(f"127.0.0.1:{port}", security) as channel:
+        try:
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+            return True
+        except grpc.RpcError as err:
+            assert err.code() == grpc.StatusCode.UNAVAILABLE, err
+            return False
+
+
+def test_a_portable_security_carries_the_ca_itself_and_no_key(tls_server, tmp_path):
+    """What a job's Ray actors get (jobs.pipeline): on another machine there is no CA file to read."""
+    port, ca_file, (ca_cert, ca_key) = tls_server
+    client = issue(tmp_path, "client", ca_cert, ca_key)
+    moved = tmp_path / "elsewhere" / "ca.crt"
+    moved.parent.mkdir()
+    shutil.copy(ca_file, moved)
+    portable = ClientSecurity(str(moved), client.cert, client.key, TOKEN).portable()
+    moved.unlink()  # the actor's machine: no such file
+    assert portable.ca is None and portable.ca_pem.startswith(b"-----BEGIN CERTIFICATE")
+    assert (portable.cert, portable.key, portable.token) == (client.cert, client.key, TOKEN)  # a key stays a path
+    assert _answers(port, portable) and "BEGIN" not in repr(portable) and TOKEN not in repr(portable)
+    assert ClientSecurity(token=TOKEN).portable() == ClientSecurity(token=TOKEN)  # plaintext stays plaintext
+
+
+def test_a_server_dialled_by_address_is_checked_for_the_name_its_certificate_bears(tls_server):
+    """A pod dialled by its IP has the Service's name in its certificate (THEVAL_TLS_SERVER_NAME)."""
+    port, ca_file, _ = tls_server
+    assert _answers(port, ClientSecurity(ca_file))  # 127.0.0.1 is in the certificate
+    assert _answers(port, ClientSecurity(ca_file, server_name="localhost"))
+    assert not _answers(port, ClientSecurity(ca_file, server_name="evaluator.theval.svc"))  # not in it
+    env = ClientSecurity(ca_file, token=TOKEN, server_name="localhost").env()
+    assert env["THEVAL_TLS_SERVER_NAME"] == "localhost" and ClientSecurity.from_env(env).server_name == "localhost"
 
 
 def test_tokens_from_the_environment_and_bad_token_files(tmp_path):
@@ -85,3 +153,20 @@ def test_nothing_listens_beyond_loopback_without_tls_and_authentication(tmp_path
     with pytest.raises(UserError, match="needs both"):
         config.load("landmarks", environ=_env(tmp_path, THEVAL_TLS_CERT=str(cert)))
     assert config.load("landmarks", environ=_env(tmp_path)).host == "127.0.0.1"  # the default needs nothing
+
+
+def test_an_evaluator_on_all_interfaces_says_where_an_external_rays_workers_reach_it(tmp_path):
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    for f in (cert, key):
+        f.write_text("PEM")
+    secure = {"THEVAL_TLS_CERT": str(cert), "THEVAL_TLS_KEY": str(key), "THEVAL_TOKENS": f"a {TOKEN}"}
+    ray = {"THEVAL_RAY_ADDRESS": "ray://theval-ray-head-svc:10001", **secure}
+    with pytest.raises(UserError, match="THEVAL_RAY_ADDRESS=.* set --advertise-host"):
+        config.load("evaluator", environ=_env(tmp_path, THEVAL_HOST="0.0.0.0", **ray))
+    c = config.load("evaluator", environ=_env(tmp_path, THEVAL_HOST="0.0.0.0", THEVAL_ADVERTISE_HOST="10.1.2.3",
+                                              THEVAL_ADVERTISE_TLS_NAME="evaluator", **ray))
+    assert (c.advertise_host, c.advertise_tls_name) == ("10.1.2.3", "evaluator")
+    assert config.load("evaluator", environ=_env(tmp_path, THEVAL_HOST="127.0.0.1", **ray))  # loopback: its own
+    assert config.load("evaluator", environ=_env(tmp_path, THEVAL_HOST="0.0.0.0", **secure))  # a local Ray: loopback
+    with pytest.raises(UserError, match="needs TLS"):
+        config.load("evaluator", environ=_env(tmp_path, THEVAL_ADVERTISE_TLS_NAME="evaluator"))

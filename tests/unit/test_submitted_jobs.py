@@ -10,9 +10,10 @@ import pytest
 
 from theval_mesh.jobs.inputs import Item
 from theval_mesh.jobs.job_store import JobSpec
-from theval_mesh.jobs.submitted import SubmittedJobs
+from theval_mesh.jobs.submitted import JOBS_IDENTITY, SubmittedJobs
 from theval_mesh.pure.errors import AccessDenied, NotFound, Overloaded, UserError
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc.security import ClientSecurity, Tokens
 
 SETTINGS = RunSettings(quality="proxy")
 
@@ -105,3 +106,34 @@ def test_a_driver_that_dies_before_the_end_leaves_its_job_interrupted_with_why(j
     # ... which the evaluator's log keeps under that id.
     assert any(error_id in r.getMessage() and "ray: no space left in /srv/x" in r.getMessage() for r in caplog.records)
     assert jobs._drivers == {}  # its slot is free
+
+
+def test_jobs_workers_dial_the_advertised_address_else_the_bound_one(jobs):
+    for advertised, host, address in ((None, "127.0.0.1", "127.0.0.1:5"), (None, "0.0.0.0", "127.0.0.1:5"),
+                                      (None, "::", "127.0.0.1:5"), (None, "10.0.0.7", "10.0.0.7:5"),
+                                      ("10.1.2.3", "0.0.0.0", "10.1.2.3:5"), ("fd00::7", "::", "[fd00::7]:5")):
+        jobs.advertise_host = advertised
+        jobs.bound(host, 5)
+        assert jobs.address == address, (advertised, host)
+
+
+def bearer(token):
+    return [("authorization", f"Bearer {token}")]
+
+
+def test_a_jobs_own_token_opens_the_api_while_its_driver_runs_and_nothing_after(jobs, tmp_path):
+    """Each job gets a token of its own (its actors carry it, on an external Ray through the
+    cluster's metadata), revoked when its driver exits; the callers' tokens stay."""
+    caller = "c" * 32
+    tokens = Tokens.parse(f"alice {caller}", "test")
+    jobs.trust_drivers(ClientSecurity(), tokens)
+    job = a_job(jobs)
+    token, other = jobs._issue_token(), jobs._issue_token()
+    assert token != other and tokens.identity(bearer(token)) == tokens.identity(bearer(other)) == JOBS_IDENTITY
+    driver = subprocess.Popen([sys.executable, "-c", "pass"])
+    jobs._drivers[job.id] = driver
+    jobs._watch(job.id, driver, tmp_path / "driver.log", token)
+    assert tokens.identity(bearer(token)) is None
+    assert tokens.identity(bearer(other)) == JOBS_IDENTITY and tokens.identity(bearer(caller)) == "alice"
+    jobs.trust_drivers(ClientSecurity(), None)  # an API without tokens: none issued
+    assert jobs._issue_token() is None

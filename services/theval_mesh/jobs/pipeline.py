@@ -26,6 +26,7 @@ from theval_mesh.jobs.inputs import Item
 from theval_mesh.jobs.job_store import HEARTBEAT_S, JobSpec, JobStore, StoreFull
 from theval_mesh.pure.errors import ServiceError, UserError, VideoError
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.rpc.security import ClientSecurity
 
 QUEUED_PER_ACTOR = 2
 MAX_ATTEMPTS = 8
@@ -47,15 +48,16 @@ def _quiet_env():
 
 
 class Scorer:
-    """Scores one video at a time; a Ray actor in run_ray, a plain object in run_inline."""
+    """Scores one video at a time; a Ray actor in run_ray, a plain object in run_inline.
+    security: how it reaches the mesh (default: this process's environment, rpc.security)."""
 
-    def __init__(self, spec, threads: int = 0):
+    def __init__(self, spec, threads: int = 0, security=None):
         _quiet_env()
         self.spec = spec
         settings = _settings(spec)
         if spec.mesh:
             from theval_mesh.rpc.mesh_engine import MeshEngine
-            self.engine = MeshEngine(spec.mesh, settings)
+            self.engine = MeshEngine(spec.mesh, settings, security=security)
         else:
             import torch
             if threads:
@@ -285,8 +287,14 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
             start_ray(ray_address, workers)
         mesh = bool(loop.spec.mesh)
         threads = 0 if mesh else max(1, (os.cpu_count() or 1) // workers)
+        # The actors of a cluster started elsewhere have neither this process's environment nor
+        # its files: they are given the mesh's CA and token as an argument, not as a runtime_env's
+        # env_vars, which the cluster's job and actor listings show. The argument still lives in
+        # the cluster's GCS while the job runs: the evaluator gives each job a token of its own and
+        # revokes it when the job ends (jobs.submitted).
+        security = ClientSecurity.from_env().portable() if mesh else None
         actor_class = ray.remote(Scorer).options(num_cpus=0 if mesh else 1, max_restarts=0)
-        actors = [actor_class.remote(loop.spec, threads) for _ in range(workers)]
+        actors = [actor_class.remote(loop.spec, threads, security) for _ in range(workers)]
         load = {a: 0 for a in actors}
         flying: dict = {}  # ObjectRef -> (actor, seq, item)
         actor_failures = 0
@@ -320,7 +328,7 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
                         raise JobStopped(f"Ray workers keep dying; the last: {why}") from None
                     if actor in load:
                         del load[actor]
-                        new = actor_class.remote(loop.spec, threads)
+                        new = actor_class.remote(loop.spec, threads, security)
                         load[new] = 0
                     loop.transient(seq, item, why)
                     continue

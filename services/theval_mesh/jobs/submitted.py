@@ -2,12 +2,17 @@
 Python values: the servicer (service/evaluator.py) converts the messages. Each job has its own
 driver process (jobs.drivers), whose Ray workers score through the evaluator's own Evaluate, so a
 job's videos go the same path as a client's; each result is committed to the evaluator's store
-as it finishes, where GetJob and StreamJob read the progress. A caller sees its own jobs only."""
+as it finishes, where GetJob and StreamJob read the progress. A caller sees its own jobs only.
+
+When the evaluator requires tokens, each job gets one of its own (identity JOBS_IDENTITY), revoked
+when its driver exits: the driver hands it to its Ray actors as an argument (jobs.pipeline), which
+an external cluster keeps in its GCS, so it opens nothing once the job is over."""
 import logging
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from theval_mesh.backends.media.sources import resolve_uri
 from theval_mesh.jobs.drivers import last_line, start_driver
@@ -15,32 +20,48 @@ from theval_mesh.jobs.inputs import plan
 from theval_mesh.jobs.job_store import FINISHED, Job, JobSpec, SqlJobStore
 from theval_mesh.pure.errors import NotFound, Overloaded, UserError
 from theval_mesh.pure.settings import RunSettings
-from theval_mesh.rpc.security import ClientSecurity, check_name
+from theval_mesh.rpc.security import ClientSecurity, Tokens, check_name, is_wildcard
 
 log = logging.getLogger("theval.jobs")
 STREAM_POLL_S = 0.5
 STREAM_KEEPALIVE_S = 10.0
+JOBS_IDENTITY = "theval-jobs"  # submitted jobs' workers calling Evaluate
 
 
 class SubmittedJobs:
     def __init__(self, store_path, roots, ray_address: str | None = None, workers: int = 2, max_workers: int = 4,
-                 max_jobs: int = 2):
+                 max_jobs: int = 2, advertise_host: str | None = None):
         """roots: the folders jobs may read; workers: a job's Ray workers unless it says, at most
-        max_workers; max_jobs: jobs running at once."""
+        max_workers; max_jobs: jobs running at once; advertise_host: the host jobs' workers dial
+        (default: the one bound, loopback for a wildcard)."""
         self.store = SqlJobStore(store_path)
-        self.roots, self.ray_address = roots, ray_address
+        self.roots, self.ray_address, self.advertise_host = roots, ray_address, advertise_host
         self.workers, self.max_workers, self.max_jobs = workers, max_workers, max_jobs
-        self.address: str | None = None  # this evaluator, once its port is bound
+        self.address: str | None = None  # this evaluator as jobs' workers dial it, once its port is bound
         self._lock = threading.Lock()
         self._drivers: dict = {}  # job id -> Popen of its driver
-        # How drivers reach this evaluator: its own token (when callers need one) and TLS trust.
+        # How drivers reach this evaluator (TLS trust, the certificate's name), and the tokens
+        # that a job's own joins while its driver runs (None: the API needs no token).
         self.driver_security = ClientSecurity()
+        self.tokens: Tokens | None = None
 
-    def trust_drivers(self, security: ClientSecurity):
-        self.driver_security = security
+    def trust_drivers(self, security: ClientSecurity, tokens: Tokens | None = None):
+        self.driver_security, self.tokens = security, tokens
 
     def bound(self, host: str, port: int):
-        self.address = f"{'127.0.0.1' if host in ('', '0.0.0.0', '::') else host}:{port}"
+        host = self.advertise_host or ("127.0.0.1" if is_wildcard(host) else host)
+        self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def _issue_token(self) -> str | None:
+        if not self.tokens:
+            return None
+        token = secrets.token_urlsafe(32)
+        self.tokens.add(JOBS_IDENTITY, token)
+        return token
+
+    def _revoke(self, token: str | None):
+        if token:
+            self.tokens.revoke(token)
 
     def _path(self, what: str, path: str) -> str:
         if not path:
@@ -68,18 +89,25 @@ class SubmittedJobs:
                 raise Overloaded(f"{len(self._drivers)} jobs are running, this evaluator's limit (--max-jobs): "
                                  "submit again when one finishes")
             job = self.store.create(spec, plan([tuple(i) for i in inputs]))
-            driver, log_file = start_driver(self.store.path, job.id, workers, self.ray_address,
-                                            env=self.driver_security.env())
+            token = self._issue_token()
+            try:
+                driver, log_file = start_driver(self.store.path, job.id, workers, self.ray_address,
+                                                env=replace(self.driver_security, token=token).env())
+            except BaseException:
+                self._revoke(token)
+                raise
             self._drivers[job.id] = driver
-        threading.Thread(target=self._watch, args=(job.id, driver, log_file), name=f"watch-{job.id}",
+        threading.Thread(target=self._watch, args=(job.id, driver, log_file, token), name=f"watch-{job.id}",
                          daemon=True).start()
         log.info("%s submitted: %d videos, %d workers, driver pid %d (log %s)", job.id, job.total, workers,
                  driver.pid, log_file)
         return self.store.get(job.id)
 
-    def _watch(self, job_id: str, driver, log_file):
-        """A driver that dies before it records an end leaves the job queued or running: say why."""
+    def _watch(self, job_id: str, driver, log_file, token: str | None = None):
+        """Revokes the job's token once its driver exits; a driver that dies before it records an
+        end leaves the job queued or running: say why."""
         code = driver.wait()
+        self._revoke(token)
         with self._lock:
             self._drivers.pop(job_id, None)
         if self.store.get(job_id).state in ("queued", "running", "interrupted"):

@@ -14,7 +14,7 @@ from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.settings import LIMIT_SETTINGS, SETTINGS, RunSettings, Setting
 from theval_mesh.pure.store_location import is_server
-from theval_mesh.rpc.security import ClientSecurity, Tokens, is_loopback
+from theval_mesh.rpc.security import ClientSecurity, Tokens, is_loopback, is_wildcard
 
 DEPENDENCIES = ("landmarks", "headpose", "quality", "audio")  # what the evaluator calls
 SERVICES = DEPENDENCIES + ("evaluator",)
@@ -132,8 +132,16 @@ OPTIONS = (
     Option("max_jobs", "THEVAL_MAX_JOBS", "submitted jobs running at once (default 2)", int, 2,
            services=("evaluator",)),
     Option("ray_address", "THEVAL_RAY_ADDRESS",
-           "the Ray cluster that runs submitted jobs (default: each job's driver starts a local Ray)",
+           "the Ray cluster that runs submitted jobs: HOST:PORT of its GCS (a driver on one of its machines) or "
+           "ray://HOST:PORT of its Ray Client server (default: each job's driver starts a local Ray)",
            services=("evaluator",)),
+    Option("advertise_host", "THEVAL_ADVERTISE_HOST",
+           "the address of this evaluator that its jobs' Ray workers dial (default: --host; 127.0.0.1 when that is "
+           "0.0.0.0, which a --ray-address cluster on other machines cannot reach: set it then)",
+           services=("evaluator",)),
+    Option("advertise_tls_name", "THEVAL_ADVERTISE_TLS_NAME",
+           "the name in this evaluator's certificate that its jobs' workers check when --advertise-host is not in it "
+           "(e.g. a pod IP: the Service's name)", services=("evaluator",)),
 )
 
 
@@ -167,6 +175,8 @@ class Config:
     max_job_workers: int = 4
     max_jobs: int = 2
     ray_address: str | None = None
+    advertise_host: str | None = None
+    advertise_tls_name: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_client_ca: str | None = None
@@ -298,6 +308,12 @@ def load(service: str, args=None, environ=None) -> Config:
     tokens = Tokens.load(v.get("tokens_file"), environ) if service == "evaluator" else Tokens([])
     _check_security(service, v, tokens, where)
     admins = _admins(v.get("admins"), tokens, where)
+    if v.get("ray_address") and is_wildcard(v["host"]) and not v.get("advertise_host"):
+        raise UserError(f"{where('ray_address')}={v['ray_address']!r} runs jobs on a Ray cluster whose workers dial "
+                        f"this evaluator, and {where('host')}={v['host']!r} does not say where: set --advertise-host "
+                        "(or THEVAL_ADVERTISE_HOST), an address of this machine they reach")
+    if v.get("advertise_tls_name") and not v.get("tls_cert"):
+        raise UserError(f"{where('advertise_tls_name')} names this server's certificate: it needs TLS (--tls-cert)")
     if "job_workers" in v and v["job_workers"] > v["max_job_workers"]:
         raise UserError(f"{where('job_workers')}={v['job_workers']} is over {where('max_job_workers')}="
                         f"{v['max_job_workers']}")
@@ -317,8 +333,8 @@ def load(service: str, args=None, environ=None) -> Config:
                               "stream_limit_per_caller", "stream_idle_s",
                               "stream_max_s", "grace_s", "weights_store",
                               "backend", "triton_url", "call_timeout_s", "retries", "memory_budget_mb",
-                              "concurrency", "job_workers",
-                              "max_job_workers", "max_jobs", "ray_address", "tls_cert", "tls_key", "tls_client_ca",
+                              "concurrency", "job_workers", "max_job_workers", "max_jobs", "ray_address",
+                              "advertise_host", "advertise_tls_name", "tls_cert", "tls_key", "tls_client_ca",
                               "tls_ca") if k in v}
     cfg = Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],
                  allowed_roots=tuple(roots), run=run, limits=run.limits, store=store, dependencies=deps,

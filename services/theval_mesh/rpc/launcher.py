@@ -15,7 +15,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from theval_mesh.backends.native_logs import QUIET
-from theval_mesh.rpc.security import client_channel
+from theval_mesh.rpc.security import client_channel, is_wildcard
 
 READY = re.compile(r"^(\w+): listening on (\S+):(\d+), metrics on (http://\S+/metrics)")
 # Set for the children: their stdin is a pipe from the launcher, and its end (the launcher exited,
@@ -145,7 +145,7 @@ class ServiceProcess(ChildProcess):
             if match:
                 host = match.group(2)
                 # A server on all interfaces is reached on loopback (where its certificate names it).
-                self.host = "127.0.0.1" if host in ("0.0.0.0", "::", "[::]", "") else host
+                self.host = "127.0.0.1" if is_wildcard(host) else host
                 self.port, self.metrics_url = int(match.group(3)), match.group(4)
                 self.metrics_port = int(self.metrics_url.rsplit(":", 1)[1].split("/")[0])
                 return self

@@ -19,13 +19,14 @@ READY_TIMEOUT_S = 10.0
 class MeshEngine:
     """score_video() like Engine's, through the evaluator; thread-safe."""
 
-    def __init__(self, address: str, settings: RunSettings, timeout_s: float = 3600.0):
+    def __init__(self, address: str, settings: RunSettings, timeout_s: float = 3600.0,
+                 security: ClientSecurity | None = None):
+        """security: TLS and the token; default from THEVAL_TLS_CA, THEVAL_TOKEN, ... (rpc.security)."""
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise UserError(f"--mesh {address!r}: expected HOST:PORT of the evaluator, e.g. 127.0.0.1:50051")
         self.address, self.settings, self.timeout_s = address, settings, timeout_s
-        # TLS and the token from THEVAL_TLS_CA / THEVAL_TOKEN (a job's workers inherit them).
-        self.channel = client_channel(address, ClientSecurity.from_env(),
+        self.channel = client_channel(address, security or ClientSecurity.from_env(),
                                       options=[("grpc.max_receive_message_length", 64 << 20)])
         self.stub = evaluator_pb2_grpc.EvaluatorServiceStub(self.channel)
         self._check_serving()

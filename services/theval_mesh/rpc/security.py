@@ -11,7 +11,8 @@ import hmac
 import ipaddress
 import os
 import re
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import grpc
@@ -45,18 +46,32 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def is_wildcard(host: str) -> bool:
+    """A host that means every interface (0.0.0.0, ::, or none)."""
+    return host.strip("[]") in ("", "0.0.0.0", "::")
+
+
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
 class Tokens:
-    """Accepted bearer tokens and the identity each one stands for."""
+    """Accepted bearer tokens and the identity each one stands for. Tokens are added and revoked
+    while calls are checked: the list is replaced, never changed in place, so a check always
+    reads a whole one."""
 
     def __init__(self, pairs: list[tuple[str, str]]):
         self._entries = [(_digest(token), identity) for identity, token in pairs]
+        self._lock = threading.Lock()  # writers only
 
     def add(self, identity: str, token: str):
-        self._entries.append((_digest(token), identity))
+        with self._lock:
+            self._entries = self._entries + [(_digest(token), identity)]
+
+    def revoke(self, token: str):
+        digest = _digest(token)
+        with self._lock:
+            self._entries = [e for e in self._entries if not hmac.compare_digest(e[0], digest)]
 
     def __len__(self):
         return len(self._entries)
@@ -111,7 +126,7 @@ class Tokens:
         scheme, _, token = value.partition(" ")
         presented = _digest(token.strip()) if scheme.lower() == "bearer" else b""
         found = None
-        for digest, identity in self._entries:
+        for digest, identity in self._entries:  # one list, whatever add() and revoke() do meanwhile
             if hmac.compare_digest(digest, presented) and found is None:
                 found = identity
         return found
@@ -169,31 +184,48 @@ def server_credentials(cert: str | None, key: str | None, client_ca: str | None)
 
 @dataclass(frozen=True)
 class ClientSecurity:
-    """How a client reaches a server: TLS trusting `ca` (None: plaintext), a client certificate
-    for mutual TLS, a bearer token."""
+    """How a client reaches a server: TLS trusting the CA certificate of the file `ca` (or that
+    certificate itself, `ca_pem`; neither: plaintext), a client certificate for mutual TLS, a
+    bearer token, and the name the server's certificate must bear when it is not the host dialled
+    (`server_name`: e.g. a Service's name for a pod dialled by its IP)."""
     ca: str | None = None
     cert: str | None = None
     key: str | None = None
     token: str | None = None
+    server_name: str | None = None
+    ca_pem: bytes | None = None
 
     def __repr__(self):
-        return f"ClientSecurity(ca={self.ca!r}, cert={self.cert!r}, token={'set' if self.token else None})"
+        return (f"ClientSecurity(ca={self.ca or ('<pem>' if self.ca_pem else None)!r}, cert={self.cert!r}, "
+                f"server_name={self.server_name!r}, token={'set' if self.token else None})")
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.ca or self.ca_pem)
 
     @classmethod
     def from_env(cls, environ=None) -> "ClientSecurity":
-        """THEVAL_TLS_CA, THEVAL_TLS_CLIENT_CERT/KEY, THEVAL_TOKEN (or THEVAL_TOKEN_FILE)."""
+        """THEVAL_TLS_CA, THEVAL_TLS_CLIENT_CERT/KEY, THEVAL_TOKEN (or THEVAL_TOKEN_FILE),
+        THEVAL_TLS_SERVER_NAME."""
         env = os.environ if environ is None else environ
         token = env.get("THEVAL_TOKEN") or None
         if not token and env.get("THEVAL_TOKEN_FILE"):
             token = _read(env["THEVAL_TOKEN_FILE"], "THEVAL_TOKEN_FILE").decode().strip()
         return cls(env.get("THEVAL_TLS_CA") or None, env.get("THEVAL_TLS_CLIENT_CERT") or None,
-                   env.get("THEVAL_TLS_CLIENT_KEY") or None, token)
+                   env.get("THEVAL_TLS_CLIENT_KEY") or None, token, env.get("THEVAL_TLS_SERVER_NAME") or None)
 
     def env(self) -> dict:
         """The environment that gives a child process this security (from_env reads it)."""
         pairs = {"THEVAL_TLS_CA": self.ca, "THEVAL_TLS_CLIENT_CERT": self.cert, "THEVAL_TLS_CLIENT_KEY": self.key,
-                 "THEVAL_TOKEN": self.token}
+                 "THEVAL_TOKEN": self.token, "THEVAL_TLS_SERVER_NAME": self.server_name}
         return {k: v for k, v in pairs.items() if v}
+
+    def portable(self) -> "ClientSecurity":
+        """This security for a process that may run on another machine (a Ray actor of an
+        external cluster, which has neither this machine's files nor its environment): the CA
+        certificate itself instead of its file. A client certificate and its key stay file names,
+        read where that process runs: a private key is never sent along."""
+        return replace(self, ca=None, ca_pem=_read(self.ca, "CA certificate")) if self.ca else self
 
 
 class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
@@ -221,13 +253,15 @@ class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercepto
 
 
 def client_channel(address: str, security: ClientSecurity | None = None, options=()) -> grpc.Channel:
-    """A channel to a mesh server: TLS when security.ca is set, the token on every call."""
+    """A channel to a mesh server: TLS when security has a CA, the token on every call."""
     security = security or ClientSecurity()
-    if security.ca:
+    if security.tls:
         credentials = grpc.ssl_channel_credentials(
-            _read(security.ca, "CA certificate"),
+            security.ca_pem or _read(security.ca, "CA certificate"),
             _read(security.key, "client key") if security.key else None,
             _read(security.cert, "client certificate") if security.cert else None)
+        if security.server_name:
+            options = [*options, ("grpc.ssl_target_name_override", security.server_name)]
         channel = grpc.secure_channel(address, credentials, options=list(options))
     else:
         channel = grpc.insecure_channel(address, options=list(options))

@@ -3,7 +3,6 @@ composition (core.stages.score), normalises them against stored GT reference set
 jobs. Here messages become Python values and back, and errors status codes (rpc.status); the
 rules live in jobs.reference_sets (GT reference sets) and jobs.submitted (bulk jobs)."""
 import json
-import secrets
 import time
 
 from theval_mesh.backends import liveness
@@ -32,7 +31,6 @@ from theval_mesh.service import streams
 
 SERVICE = evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"].full_name
 NO_DEADLINE_S = 24 * 3600.0
-JOBS_IDENTITY = "theval-jobs"  # submitted jobs' drivers calling Evaluate
 
 
 # The evaluator's own work ends this much before its caller's deadline (at most a tenth of the
@@ -215,17 +213,14 @@ def _reference_proto(ref: Reference) -> evaluator_pb2.Reference:
 
 
 def _driver_security(config: Config) -> ClientSecurity:
-    """How the drivers of submitted jobs reach this evaluator: a token of their own (added to the
-    accepted ones, identity JOBS_IDENTITY) when callers need one; TLS trusting --tls-ca, else this
-    server's own certificate (self-signed), with it as client certificate under mutual TLS."""
-    token = None
-    if config.tokens:
-        token = secrets.token_urlsafe(32)
-        config.tokens.add(JOBS_IDENTITY, token)
+    """How the drivers of submitted jobs and their Ray actors reach this evaluator (each job adds a
+    token of its own: jobs.submitted): TLS trusting --tls-ca, else this server's own certificate
+    (self-signed), checked for --advertise-tls-name when set; this server's certificate as client
+    certificate under mutual TLS."""
     if not config.tls_cert:
-        return ClientSecurity(token=token)
+        return ClientSecurity()
     client = (config.tls_cert, config.tls_key) if config.tls_client_ca else (None, None)
-    return ClientSecurity(config.tls_ca or config.tls_cert, *client, token)
+    return ClientSecurity(config.tls_ca or config.tls_cert, *client, server_name=config.advertise_tls_name)
 
 
 def register(config: Config):
@@ -233,7 +228,7 @@ def register(config: Config):
     # the reason, where a failure in load() would leave it NOT_SERVING with the reason in a log.
     store = ReferenceStore(config.store)
     jobs = SubmittedJobs(config.store, config.allowed_roots, config.ray_address, config.job_workers,
-                         config.max_job_workers, config.max_jobs)
+                         config.max_job_workers, config.max_jobs, config.advertise_host)
     register_jobs(jobs.store, per_job=False)  # jobs by state on /metrics, no job ids
     clients = MeshClients(config.dependencies, config.call_timeout_s, config.retries, config.max_message_bytes,
                           threads=4 * config.workers, security=config.client_security(),
@@ -247,7 +242,7 @@ def register(config: Config):
 
     servicer = EvaluatorServicer(config, ReferenceSets(store, config.allowed_roots, config.run, config.limits), jobs,
                                  clients)
-    jobs.trust_drivers(_driver_security(config))
+    jobs.trust_drivers(_driver_security(config), config.tokens or None)
 
     def add(server):
         evaluator_pb2_grpc.add_EvaluatorServiceServicer_to_server(servicer, server)
