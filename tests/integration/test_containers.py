@@ -65,9 +65,10 @@ def address(env, service) -> str:
 
 
 def health(env, service) -> str:
-    """What the images' health check answers, asked from the host."""
-    return probe.check({"THEVAL_PORT": env[service.upper() + "_PORT"], "THEVAL_TLS_CERT": secret(env, "server.crt"),
-                        "THEVAL_TLS_KEY": secret(env, "server.key"), "THEVAL_TLS_CA": secret(env, "ca.crt")})
+    """What the images' health check answers, asked from the host with the service's own certificate."""
+    return probe.check({"THEVAL_PORT": env[service.upper() + "_PORT"],
+                        "THEVAL_TLS_CERT": secret(env, f"{service}/tls.crt"),
+                        "THEVAL_TLS_KEY": secret(env, f"{service}/tls.key"), "THEVAL_TLS_CA": secret(env, "ca.crt")})
 
 
 def wait_health(env, service, want, timeout=120):
@@ -138,6 +139,13 @@ def test_every_container_runs_read_only_as_its_user(mesh):
         assert denied.returncode != 0 and "Read-only file system" in denied.stderr, service
         docker("exec", c, "touch", "/tmp/scratch")  # the tmpfs
         assert health(mesh, service) == "SERVING"
+        # its own key and certificate, the CA's certificate (never its key), the tokens where read
+        mounted = docker("exec", c, "ls", "-A", "/run/secrets/theval").split()
+        assert sorted(mounted) == sorted(["ca.crt", "tls.crt", "tls.key"] + (["tokens"] if service == "evaluator"
+                                                                              else [])), service
+        sources = [m["Source"] for m in json.loads(containers.inspect(c, "{{json .Mounts}}"))
+                   if m["Source"].startswith(mesh["THEVAL_SECRETS"])]
+        assert sources == [secret(mesh, service)], sources
 
 
 def test_a_call_without_the_token_is_refused_and_one_with_it_scores(mesh, kit):
@@ -149,11 +157,19 @@ def test_a_call_without_the_token_is_refused_and_one_with_it_scores(mesh, kit):
     stub, channel = evaluator(mesh)
     with channel:
         assert stub.Evaluate(request, timeout=120).result.status == "ok"
-    # a service refuses a caller without the evaluator's client certificate (mutual TLS)
-    with client_channel(address(mesh, "landmarks"), ClientSecurity(secret(mesh, "ca.crt"))) as plain:
-        with pytest.raises(grpc.RpcError) as no_cert:
-            health_pb2_grpc.HealthStub(plain).Check(health_pb2.HealthCheckRequest(), timeout=5)
-    assert no_cert.value.code() == C.UNAVAILABLE
+    # a service refuses a caller without the evaluator's client certificate (mutual TLS), and its
+    # certificate answers for its own name only (the evaluator reaches it by that name)
+    as_evaluator = ClientSecurity(secret(mesh, "ca.crt"), secret(mesh, "evaluator/tls.crt"),
+                                  secret(mesh, "evaluator/tls.key"))
+    for security, name, code in ((ClientSecurity(secret(mesh, "ca.crt")), "landmarks", C.UNAVAILABLE),
+                                 (as_evaluator, "headpose", C.UNAVAILABLE), (as_evaluator, "landmarks", C.OK)):
+        with client_channel(address(mesh, "landmarks"), security, [("grpc.ssl_target_name_override", name)]) as c:
+            try:
+                health_pb2_grpc.HealthStub(c).Check(health_pb2.HealthCheckRequest(), timeout=5)
+                got = C.OK
+            except grpc.RpcError as err:
+                got = err.code()
+        assert got == code, (security, name)
 
 
 def test_the_kit_through_the_containers_equals_the_embedded_run(mesh, kit, evaluated, tmp_path, monkeypatch):
@@ -337,3 +353,4 @@ def test_the_autoscaling_query_would_scale_up_under_load_and_down_when_idle(mesh
     finally:
         stop.set()
         prometheus.stop()
+
