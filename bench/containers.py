@@ -103,7 +103,7 @@ def main():
             finally:
                 procs.stop()
         finally:
-            containers.down(env)
+            containers.down()
     finally:
         containers.stop_engine(engine)
     print(f"{'image':28} {'size':>9}")

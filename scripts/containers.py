@@ -22,6 +22,7 @@ from theval_mesh.rpc.config import SERVICES
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
 PROJECT = "theval"
+LABEL = "com.docker.compose"  # compose labels what it makes with its project and service
 CONTAINER_USER = "10001:10001"  # the images' USER
 DAYS = 365  # the certificates' validity
 # What make_secrets kept in the secrets folder before each identity had its own key (the CA's key among them).
@@ -181,8 +182,8 @@ def compose(env: dict, *args, check=True, capture=False):
 
 
 def container_of(service: str) -> str:
-    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}",
-                          "--filter", f"label=com.docker.compose.service={service}"],
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={LABEL}.project={PROJECT}",
+                          "--filter", f"label={LABEL}.service={service}"],
                          capture_output=True, text=True, check=True).stdout.split()
     if not out:
         raise RuntimeError(f"no container of the {service} service")
@@ -223,16 +224,26 @@ def up(data: Path, state: Path | None = None, overrides: dict | None = None, tim
     return env
 
 
-def down(env: dict | None = None):
-    """Stop and remove the mesh's containers (the store, secrets and data stay on the host)."""
-    compose(env or {**os.environ, **settings(_placeholders())}, "down", "--timeout", "40")
-
-
-def _placeholders() -> dict:
-    """`down` needs every variable the file uses defined, whatever their values."""
-    return {k: "unused" for k in ("THEVAL_VERSION", "THEVAL_SECRETS", "THEVAL_DATA", "THEVAL_WEIGHTS_DIR",
-                                      "THEVAL_STORE_DIR")} | \
-        {"THEVAL_USER": CONTAINER_USER}
+def down(timeout: int = 40) -> list[str]:
+    """Stop and remove every container of the compose project, the evaluator first (its calls
+    finish), and the project's networks; returns the services stopped. This is `docker compose -p
+    theval down`, done through the labels compose puts on what it makes: it needs no compose file,
+    variable or state folder, so it stops whatever an `up` started with whatever settings (the
+    store, secrets and data stay on the host)."""
+    rows = subprocess.run(["docker", "ps", "-a", "--filter", f"label={LABEL}.project={PROJECT}", "--format",
+                           f'{{{{.ID}}}} {{{{.Label "{LABEL}.service"}}}}'],
+                          capture_output=True, text=True, check=True).stdout.split("\n")
+    found = [row.split(" ", 1) for row in rows if row.strip()]
+    for batch in ([c for c, s in found if s == "evaluator"], [c for c, s in found if s != "evaluator"]):
+        if batch:
+            subprocess.run(["docker", "stop", "--time", str(timeout), *batch], capture_output=True, check=True)
+    if found:
+        subprocess.run(["docker", "rm", *(c for c, _ in found)], capture_output=True, check=True)
+    networks = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label={LABEL}.project={PROJECT}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    if networks:
+        subprocess.run(["docker", "network", "rm", *networks], capture_output=True, check=True)
+    return sorted(s for _, s in found)
 
 
 def main(argv=None) -> int:
@@ -244,7 +255,14 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     state = state_dir()
     if args.action == "down":
-        down()
+        # A stopped engine brings the containers back when it starts (restart: unless-stopped):
+        # start one to remove them, and stop it again.
+        engine = start_engine(state)
+        try:
+            stopped = down()
+        finally:
+            stop_engine(engine)
+        print(f"stopped and removed: {', '.join(stopped)}" if stopped else "no container of the mesh was there")
         return 0
     engine = start_engine(state)
     if engine is not None:

@@ -7,6 +7,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -51,9 +52,13 @@ def mesh(built, kit, tmp_path_factory):
     env = containers.up(Path(kit.out_dir), tmp_path_factory.mktemp("state"), {**ports, "THEVAL_QUALITY": "proxy"})
     env["cold_start_s"] = f"{time.monotonic() - start:.1f}"
     yield env
-    containers.down(env)
-    assert not subprocess.run(["docker", "ps", "-q", "--filter", "label=com.docker.compose.project=theval"],
-                              capture_output=True, text=True).stdout.strip()
+    containers.down()  # nothing left when test_down_stops_what_up_started_without_its_settings ran
+    assert not project_containers()
+
+
+def project_containers() -> list[str]:
+    return subprocess.run(["docker", "ps", "-aq", "--filter", f"label={containers.LABEL}.project={containers.PROJECT}"],
+                          capture_output=True, text=True, check=True).stdout.split()
 
 
 def secret(env, name) -> str:
@@ -354,3 +359,15 @@ def test_the_autoscaling_query_would_scale_up_under_load_and_down_when_idle(mesh
         stop.set()
         prometheus.stop()
 
+
+def test_down_stops_what_up_started_without_its_settings(mesh, tmp_path):
+    """Last: `./dev containers down` in a fresh shell, none of up's settings, its state folder
+    gone, stops and removes every container (they used to keep running, and come back with the
+    engine: down failed on placeholder settings)."""
+    assert len(project_containers()) == len(containers.SERVICES)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THEVAL_") and not k.endswith("_PORT")}
+    done = subprocess.run([sys.executable, containers.__file__, "down"], capture_output=True, text=True, timeout=300,
+                          env={**env, "XDG_STATE_HOME": str(tmp_path / "no-state")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stopped and removed: " + ", ".join(sorted(containers.SERVICES)) in done.stdout
+    assert not project_containers()
