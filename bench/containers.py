@@ -50,8 +50,8 @@ def cold_starts(env) -> dict:
     while len(ready) < len(containers.SERVICES):
         for service in containers.SERVICES:
             if service not in ready and probe.check({
-                    "THEVAL_PORT": env[service.upper() + "_PORT"], "THEVAL_TLS_CERT": str(s / "server.crt"),
-                    "THEVAL_TLS_KEY": str(s / "server.key"), "THEVAL_TLS_CA": str(s / "ca.crt")}) == "SERVING":
+                    "THEVAL_PORT": env[service.upper() + "_PORT"], "THEVAL_TLS_CERT": str(s / service / "tls.crt"),
+                    "THEVAL_TLS_KEY": str(s / service / "tls.key"), "THEVAL_TLS_CA": str(s / "ca.crt")}) == "SERVING":
                 ready[service] = time.monotonic() - start
         assert time.monotonic() - start < 600, f"not SERVING: {set(containers.SERVICES) - set(ready)}"
         time.sleep(0.1)
@@ -80,15 +80,19 @@ def main():
         try:
             started = cold_starts(env)
             containers.wait_healthy()
-            # the same mesh as processes, with the same TLS material and tokens
-            tls = ["--tls-cert", str(secrets / "server.crt"), "--tls-key", str(secrets / "server.key")]
-            leaf = ClientSecurity(str(secrets / "ca.crt"), str(secrets / "server.crt"), str(secrets / "server.key"))
+            # the same mesh as processes, with the same TLS material (each its own key) and tokens
+
+            def tls(identity):
+                return ["--tls-cert", str(secrets / identity / "tls.crt"), "--tls-key", str(secrets / identity / "tls.key")]
+            evaluator_key = (str(secrets / "evaluator" / "tls.crt"), str(secrets / "evaluator" / "tls.key"))
+            leaf = ClientSecurity(str(secrets / "ca.crt"), *evaluator_key)
             tokens = work / "tokens"
             tokens.write_text(f"bench {token}\n")
             tokens.chmod(0o600)
-            procs = Mesh(work, roots=[k.out_dir], service_args={d: tls + ["--tls-client-ca", str(secrets / "ca.crt")]
+            procs = Mesh(work, roots=[k.out_dir], service_args={d: tls(d) + ["--tls-client-ca", str(secrets / "ca.crt")]
                                                                  for d in DEPENDENCIES},
-                         evaluator_args=tls + ["--tls-ca", str(secrets / "ca.crt"), "--tokens-file", str(tokens)],
+                         evaluator_args=tls("evaluator") + ["--tls-ca", str(secrets / "ca.crt"), "--tokens-file",
+                                                            str(tokens)],
                          security={**{d: leaf for d in DEPENDENCIES}, "evaluator": client}).start()
             try:
                 ways = {"processes": procs.procs["evaluator"].address,
@@ -99,7 +103,7 @@ def main():
             finally:
                 procs.stop()
         finally:
-            containers.down(env)
+            containers.down()
     finally:
         containers.stop_engine(engine)
     print(f"{'image':28} {'size':>9}")

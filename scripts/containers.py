@@ -13,14 +13,20 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+from theval_mesh.rpc.config import SERVICES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
 PROJECT = "theval"
-SERVICES = ("landmarks", "headpose", "quality", "audio", "evaluator")
+LABEL = "com.docker.compose"  # compose labels what it makes with its project and service
 CONTAINER_USER = "10001:10001"  # the images' USER
+DAYS = 365  # the certificates' validity
+# What make_secrets kept in the secrets folder before each identity had its own key (the CA's key among them).
+LEGACY_FILES = ("ca.key", "server.crt", "server.key", "tokens")
 
 
 def state_dir() -> Path:
@@ -83,41 +89,73 @@ def settings(overrides: dict | None = None) -> dict:
     return values
 
 
-def _owned(path: Path, mode: int, user: str):
+def _owned(path: Path, mode: int, user: str | None):
     path.chmod(mode)
-    if os.geteuid() == 0:
+    if user and os.geteuid() == 0:
         uid, gid = (int(x) for x in user.split(":"))
         os.chown(path, uid, gid)
 
 
-def make_secrets(folder: Path, user: str = CONTAINER_USER, dns_names=()) -> Path:
-    """A CA, one certificate for 127.0.0.1, localhost and `dns_names` (server and client use: the
-    evaluator presents it to the services), a tokens file with one identity, and that identity's
-    token for the host's clients (`token`). Kept when present; made with openssl."""
-    if (folder / "tokens").is_file():
+def _identity_files(identity: str) -> tuple:
+    return tuple(f"{identity}/{name}" for name in ("tls.crt", "tls.key", "ca.crt")) + \
+        ((f"{identity}/tokens",) if identity == "evaluator" else ())
+
+
+def make_secrets(folder: Path, identities: dict | None = None, user: str | None = CONTAINER_USER) -> Path:
+    """The mesh's TLS material and tokens in `folder`, one sub-folder per identity, each mounted
+    alone by that identity's container (or Kubernetes Secret):
+
+        IDENTITY/tls.crt, tls.key  its own key, and a certificate for 127.0.0.1, localhost and its
+                                   names (identities: {identity: DNS names}; default: each service's
+                                   own name, which is how the evaluator reaches it in docker/compose.yaml)
+        IDENTITY/ca.crt            the CA's certificate
+        evaluator/tokens           the API's tokens, one identity (`operator`): only the evaluator reads it
+        ca.crt, token              for the host's clients: the CA's certificate and operator's token
+
+    Each certificate is for server and client use: every server's own health probe presents it
+    to a server that requires client certificates, and the evaluator (like quality and audio to
+    Triton) presents it when it calls. The CA's key lives in a temporary folder while the
+    certificates are signed, and is then gone: the material is made whole or not at all (kept when
+    complete; remade, with a new CA, when anything is missing). Made with openssl; keys and tokens
+    0600, owned by `user` (the containers' user; None: the caller)."""
+    identities = identities or {s: (s,) for s in SERVICES}
+    wanted = ("ca.crt", "token") + tuple(f for i in identities for f in _identity_files(i))
+    if all((folder / f).is_file() for f in wanted):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    for stale in LEGACY_FILES:  # an earlier layout's shared key and the CA's key beside it
+        (folder / stale).unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="theval-ca-") as work:
+        def openssl(*args):
+            subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=work)
 
-    def openssl(*args):
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=folder)
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "365",
-            "-subj", "/CN=theval-mesh-ca", "-keyout", "ca.key", "-out", "ca.crt")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=theval-mesh",
-            "-keyout", "server.key", "-out", "server.csr")
-    names = ",".join(f"DNS:{n}" for n in ("localhost", *dns_names))
-    (folder / "server.ext").write_text(f"basicConstraints=critical,CA:FALSE\nsubjectAltName={names},IP:127.0.0.1\n"
-                                       "extendedKeyUsage=serverAuth,clientAuth\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "365",
-            "-extfile", "server.ext", "-out", "server.crt")
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days",
+                str(DAYS), "-subj", "/CN=theval-mesh-ca", "-keyout", "ca.key", "-out", "ca.crt")
+        shutil.copy(Path(work) / "ca.crt", folder / "ca.crt")
+        for identity, dns in identities.items():
+            own = folder / identity
+            own.mkdir(exist_ok=True)
+            openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj",
+                    f"/CN={identity}", "-keyout", str(own / "tls.key"), "-out", "tls.csr")
+            names = ",".join(f"DNS:{n}" for n in dict.fromkeys(("localhost", *dns)))
+            (Path(work) / "tls.ext").write_text(
+                f"basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+                f"extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName={names},IP:127.0.0.1\n")
+            openssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days",
+                    str(DAYS), "-extfile", "tls.ext", "-out", str(own / "tls.crt"))
+            shutil.copy(folder / "ca.crt", own / "ca.crt")
     token = secrets.token_urlsafe(32)
     (folder / "token").write_text(token + "\n")
-    (folder / "tokens").write_text(f"# identity token (THEVAL_TOKENS_FILE of the evaluator)\noperator {token}\n")
-    for name in ("server.csr", "server.ext", "ca.srl"):
-        (folder / name).unlink(missing_ok=True)
     (folder / "token").chmod(0o600)  # the host's, not the containers'
-    (folder / "ca.key").chmod(0o600)
-    for name, mode in (("ca.crt", 0o644), ("server.crt", 0o644), ("server.key", 0o600), ("tokens", 0o600)):
-        _owned(folder / name, mode, user)
+    (folder / "ca.crt").chmod(0o644)
+    if "evaluator" in identities:
+        (folder / "evaluator" / "tokens").write_text(
+            f"# identity token (THEVAL_TOKENS_FILE of the evaluator)\noperator {token}\n")
+    for identity in identities:
+        _owned(folder / identity, 0o700, user)
+        for name in _identity_files(identity):
+            _owned(folder / name, 0o600 if name.endswith((".key", "tokens")) else 0o644, user)
     return folder
 
 
@@ -125,7 +163,7 @@ def environment(data: Path, state: Path, overrides: dict | None = None) -> dict:
     """What compose needs: mesh.env's settings, the image tag, the mounted folders, the user."""
     root = os.geteuid() == 0
     user = CONTAINER_USER if root else f"{os.getuid()}:{os.getgid()}"
-    secrets_dir = make_secrets(state / "secrets", user)
+    secrets_dir = make_secrets(state / "secrets", user=user)
     weights = Path(os.environ.get("THEVAL_WEIGHTS") or Path.home() / ".cache" / "theval" / "weights")
     weights.mkdir(parents=True, exist_ok=True)
     version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
@@ -144,8 +182,8 @@ def compose(env: dict, *args, check=True, capture=False):
 
 
 def container_of(service: str) -> str:
-    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}",
-                          "--filter", f"label=com.docker.compose.service={service}"],
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={LABEL}.project={PROJECT}",
+                          "--filter", f"label={LABEL}.service={service}"],
                          capture_output=True, text=True, check=True).stdout.split()
     if not out:
         raise RuntimeError(f"no container of the {service} service")
@@ -186,16 +224,26 @@ def up(data: Path, state: Path | None = None, overrides: dict | None = None, tim
     return env
 
 
-def down(env: dict | None = None):
-    """Stop and remove the mesh's containers (the store, secrets and data stay on the host)."""
-    compose(env or {**os.environ, **settings(_placeholders())}, "down", "--timeout", "40")
-
-
-def _placeholders() -> dict:
-    """`down` needs every variable the file uses defined, whatever their values."""
-    return {k: "unused" for k in ("THEVAL_VERSION", "THEVAL_SECRETS", "THEVAL_DATA", "THEVAL_WEIGHTS_DIR",
-                                      "THEVAL_STORE_DIR")} | \
-        {"THEVAL_USER": CONTAINER_USER}
+def down(timeout: int = 40) -> list[str]:
+    """Stop and remove every container of the compose project, the evaluator first (its calls
+    finish), and the project's networks; returns the services stopped. This is `docker compose -p
+    theval down`, done through the labels compose puts on what it makes: it needs no compose file,
+    variable or state folder, so it stops whatever an `up` started with whatever settings (the
+    store, secrets and data stay on the host)."""
+    rows = subprocess.run(["docker", "ps", "-a", "--filter", f"label={LABEL}.project={PROJECT}", "--format",
+                           f'{{{{.ID}}}} {{{{.Label "{LABEL}.service"}}}}'],
+                          capture_output=True, text=True, check=True).stdout.split("\n")
+    found = [row.split(" ", 1) for row in rows if row.strip()]
+    for batch in ([c for c, s in found if s == "evaluator"], [c for c, s in found if s != "evaluator"]):
+        if batch:
+            subprocess.run(["docker", "stop", "--time", str(timeout), *batch], capture_output=True, check=True)
+    if found:
+        subprocess.run(["docker", "rm", *(c for c, _ in found)], capture_output=True, check=True)
+    networks = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label={LABEL}.project={PROJECT}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    if networks:
+        subprocess.run(["docker", "network", "rm", *networks], capture_output=True, check=True)
+    return sorted(s for _, s in found)
 
 
 def main(argv=None) -> int:
@@ -207,7 +255,14 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     state = state_dir()
     if args.action == "down":
-        down()
+        # A stopped engine brings the containers back when it starts (restart: unless-stopped):
+        # start one to remove them, and stop it again.
+        engine = start_engine(state)
+        try:
+            stopped = down()
+        finally:
+            stop_engine(engine)
+        print(f"stopped and removed: {', '.join(stopped)}" if stopped else "no container of the mesh was there")
         return 0
     engine = start_engine(state)
     if engine is not None:

@@ -1,18 +1,18 @@
 """The Kubernetes manifests' helpers: `./dev k8s secrets OVERLAY`, `./dev k8s render OVERLAY`.
 
 `secrets` makes what an overlay's secretGenerator reads from k8s/overlays/OVERLAY/secrets/ (kept
-out of git): a CA, one certificate for every Service of the mesh by its in-cluster names (the
-evaluator presents it to the services, the services to Triton), the evaluator's tokens file and
-the token its clients use, Ray's token (ray-token); where the overlay's evaluator uses PostgreSQL,
-the store's URL (to edit: your database's) and a new password (to set on its role, or replace by
-yours). Kept when present. Production clusters may bring their own (cert-manager, an external
-secret store): the files' names are the contract.
+out of git): per identity (each service, the evaluator, Triton) a folder with its own key, its
+certificate named for its Service's in-cluster names, and the CA's certificate, which becomes the
+Secret `theval-tls-IDENTITY` that its Deployment alone mounts (the CA's key is not kept: new
+material is made whole); the evaluator's tokens file and the token its clients use; Ray's token
+(ray-token); where the overlay's evaluator uses PostgreSQL, the store's URL (to edit: your database's) and a new password
+(to set on its role, or replace by yours). Kept when present. Production clusters may bring their
+own (cert-manager, an external secret store): the files' names are the contract.
 
 `render` prints the overlay as `kubectl kustomize` renders it (what `kubectl apply -k` applies).
 """
 import argparse
 import secrets
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,19 +25,19 @@ import containers  # noqa: E402  (scripts/)
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "k8s"
 OVERLAYS = ("dev", "gpu")
-SECRET_FILES = ("tls.crt", "tls.key", "ca.crt", "tokens")
 STORE_FILES = ("store-url", "store-password")  # overlays whose evaluator keeps its store in PostgreSQL
 # Verified TLS against the system's CAs (a managed database); the host is the one line to change.
 STORE_URL = "postgresql://theval@postgres.example.internal:5432/theval?sslmode=verify-full&sslrootcert=system"
-SERVICES = containers.SERVICES + ("triton",)  # the Services that serve TLS
+IDENTITIES = containers.SERVICES + ("triton",)  # the servers of TLS, each with its own key and certificate
 
 
 def namespace() -> str:
     return yaml.safe_load((K8S / "base" / "kustomization.yaml").read_text())["namespace"]
 
 
-def dns_names(ns: str) -> list[str]:
-    return [n for s in SERVICES for n in (s, f"{s}.{ns}", f"{s}.{ns}.svc", f"{s}.{ns}.svc.cluster.local")]
+def dns_names(identity: str, ns: str) -> list[str]:
+    """The names a caller in the cluster reaches the identity's Service by."""
+    return [identity, f"{identity}.{ns}", f"{identity}.{ns}.svc", f"{identity}.{ns}.svc.cluster.local"]
 
 
 def secret_files(overlay_dir: Path) -> list[str]:
@@ -48,8 +48,9 @@ def secret_files(overlay_dir: Path) -> list[str]:
 
 
 def make_secrets(overlay_dir: Path) -> Path:
-    """overlay_dir/secrets/: tls.crt, tls.key, ca.crt, tokens (and `token`, the clients' own), and
-    Ray's token and the store's URL and password where the overlay asks for them."""
+    """overlay_dir/secrets/: IDENTITY/{tls.crt,tls.key,ca.crt} per identity, evaluator/tokens,
+    ca.crt and `token` (the clients' own), and Ray's token and the store's URL and password where
+    the overlay asks for them."""
     folder = overlay_dir / "secrets"
     folder.mkdir(exist_ok=True)
     wanted = secret_files(overlay_dir)
@@ -58,15 +59,8 @@ def make_secrets(overlay_dir: Path) -> Path:
         if name in wanted and not (folder / name).is_file():
             (folder / name).write_text(text)  # no newline: the Secret's value is the whole file
             (folder / name).chmod(0o600)
-    if all((folder / f).is_file() for f in SECRET_FILES):
-        return folder
-    work = folder / ".pki"
-    containers.make_secrets(work, user=containers.CONTAINER_USER, dns_names=dns_names(namespace()))
-    for src, dst in (("server.crt", "tls.crt"), ("server.key", "tls.key"), ("ca.crt", "ca.crt"),
-                     ("tokens", "tokens"), ("token", "token")):
-        shutil.copy2(work / src, folder / dst)
-    shutil.rmtree(work)  # the CA's key with it: new material is made whole, never signed later
-    return folder
+    ns = namespace()
+    return containers.make_secrets(folder, {i: dns_names(i, ns) for i in IDENTITIES}, user=None)
 
 
 def render(overlay_dir: Path, kubectl: str = "kubectl") -> list[dict]:
@@ -89,7 +83,8 @@ def main(argv=None) -> int:
     if args.action == "secrets":
         folder = make_secrets(overlay)
         wanted = secret_files(overlay)
-        print(f"{folder}: {', '.join(wanted)}; the API token for clients is in {folder / 'token'}")
+        print(f"{folder}: {', '.join(wanted)}; for clients: the CA's certificate {folder / 'ca.crt'} and the API "
+              f"token {folder / 'token'}")
         if "store-url" in wanted:
             print(f"the evaluator's store: put your PostgreSQL database's URL in {folder / 'store-url'} (now "
                   f"{(folder / 'store-url').read_text()}) and set the password of {folder / 'store-password'} on "

@@ -7,6 +7,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -51,9 +52,13 @@ def mesh(built, kit, tmp_path_factory):
     env = containers.up(Path(kit.out_dir), tmp_path_factory.mktemp("state"), {**ports, "THEVAL_QUALITY": "proxy"})
     env["cold_start_s"] = f"{time.monotonic() - start:.1f}"
     yield env
-    containers.down(env)
-    assert not subprocess.run(["docker", "ps", "-q", "--filter", "label=com.docker.compose.project=theval"],
-                              capture_output=True, text=True).stdout.strip()
+    containers.down()  # nothing left when test_down_stops_what_up_started_without_its_settings ran
+    assert not project_containers()
+
+
+def project_containers() -> list[str]:
+    return subprocess.run(["docker", "ps", "-aq", "--filter", f"label={containers.LABEL}.project={containers.PROJECT}"],
+                          capture_output=True, text=True, check=True).stdout.split()
 
 
 def secret(env, name) -> str:
@@ -65,9 +70,10 @@ def address(env, service) -> str:
 
 
 def health(env, service) -> str:
-    """What the images' health check answers, asked from the host."""
-    return probe.check({"THEVAL_PORT": env[service.upper() + "_PORT"], "THEVAL_TLS_CERT": secret(env, "server.crt"),
-                        "THEVAL_TLS_KEY": secret(env, "server.key"), "THEVAL_TLS_CA": secret(env, "ca.crt")})
+    """What the images' health check answers, asked from the host with the service's own certificate."""
+    return probe.check({"THEVAL_PORT": env[service.upper() + "_PORT"],
+                        "THEVAL_TLS_CERT": secret(env, f"{service}/tls.crt"),
+                        "THEVAL_TLS_KEY": secret(env, f"{service}/tls.key"), "THEVAL_TLS_CA": secret(env, "ca.crt")})
 
 
 def wait_health(env, service, want, timeout=120):
@@ -138,6 +144,13 @@ def test_every_container_runs_read_only_as_its_user(mesh):
         assert denied.returncode != 0 and "Read-only file system" in denied.stderr, service
         docker("exec", c, "touch", "/tmp/scratch")  # the tmpfs
         assert health(mesh, service) == "SERVING"
+        # its own key and certificate, the CA's certificate (never its key), the tokens where read
+        mounted = docker("exec", c, "ls", "-A", "/run/secrets/theval").split()
+        assert sorted(mounted) == sorted(["ca.crt", "tls.crt", "tls.key"] + (["tokens"] if service == "evaluator"
+                                                                              else [])), service
+        sources = [m["Source"] for m in json.loads(containers.inspect(c, "{{json .Mounts}}"))
+                   if m["Source"].startswith(mesh["THEVAL_SECRETS"])]
+        assert sources == [secret(mesh, service)], sources
 
 
 def test_a_call_without_the_token_is_refused_and_one_with_it_scores(mesh, kit):
@@ -149,11 +162,19 @@ def test_a_call_without_the_token_is_refused_and_one_with_it_scores(mesh, kit):
     stub, channel = evaluator(mesh)
     with channel:
         assert stub.Evaluate(request, timeout=120).result.status == "ok"
-    # a service refuses a caller without the evaluator's client certificate (mutual TLS)
-    with client_channel(address(mesh, "landmarks"), ClientSecurity(secret(mesh, "ca.crt"))) as plain:
-        with pytest.raises(grpc.RpcError) as no_cert:
-            health_pb2_grpc.HealthStub(plain).Check(health_pb2.HealthCheckRequest(), timeout=5)
-    assert no_cert.value.code() == C.UNAVAILABLE
+    # a service refuses a caller without the evaluator's client certificate (mutual TLS), and its
+    # certificate answers for its own name only (the evaluator reaches it by that name)
+    as_evaluator = ClientSecurity(secret(mesh, "ca.crt"), secret(mesh, "evaluator/tls.crt"),
+                                  secret(mesh, "evaluator/tls.key"))
+    for security, name, code in ((ClientSecurity(secret(mesh, "ca.crt")), "landmarks", C.UNAVAILABLE),
+                                 (as_evaluator, "headpose", C.UNAVAILABLE), (as_evaluator, "landmarks", C.OK)):
+        with client_channel(address(mesh, "landmarks"), security, [("grpc.ssl_target_name_override", name)]) as c:
+            try:
+                health_pb2_grpc.HealthStub(c).Check(health_pb2.HealthCheckRequest(), timeout=5)
+                got = C.OK
+            except grpc.RpcError as err:
+                got = err.code()
+        assert got == code, (security, name)
 
 
 def test_the_kit_through_the_containers_equals_the_embedded_run(mesh, kit, evaluated, tmp_path, monkeypatch):
@@ -337,3 +358,16 @@ def test_the_autoscaling_query_would_scale_up_under_load_and_down_when_idle(mesh
     finally:
         stop.set()
         prometheus.stop()
+
+
+def test_down_stops_what_up_started_without_its_settings(mesh, tmp_path):
+    """Last: `./dev containers down` in a fresh shell, none of up's settings, its state folder
+    gone, stops and removes every container (they used to keep running, and come back with the
+    engine: down failed on placeholder settings)."""
+    assert len(project_containers()) == len(containers.SERVICES)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THEVAL_") and not k.endswith("_PORT")}
+    done = subprocess.run([sys.executable, containers.__file__, "down"], capture_output=True, text=True, timeout=300,
+                          env={**env, "XDG_STATE_HOME": str(tmp_path / "no-state")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stopped and removed: " + ", ".join(sorted(containers.SERVICES)) in done.stdout
+    assert not project_containers()

@@ -201,7 +201,7 @@ def test_the_kit_through_the_evaluator_service_equals_the_embedded_run(overlay, 
     secret = {unhashed(o["metadata"]["name"]): {k: base64.b64decode(v) for k, v in o["data"].items()}
               for o in objs if o["kind"] == "Secret"}
     ca = Path(kit.out_dir).parent / "k8s-ca.crt"
-    ca.write_bytes(secret["theval-tls"]["ca.crt"])
+    ca.write_bytes(secret["theval-tls-evaluator"]["ca.crt"])
     token = next(line.split()[1] for line in secret["theval-tokens"]["tokens"].decode().splitlines()
                  if line and not line.startswith("#"))
     data_root = next(m["mountPath"] for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "evaluator"

@@ -1,17 +1,23 @@
 """`theval mesh up`, `theval serve` and `theval evaluate --mesh`, as an operator runs them."""
 import csv
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
+import grpc
 import pytest
+from certificates import issue, make_ca
 
 from theval_mesh.commands.cli import main
 from theval_mesh.rpc.launcher import QUIET, ServiceProcess
+from theval_mesh.rpc.security import ClientSecurity, client_channel
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 from theval_mesh.synth import generate_kit, write_bad_inputs
 
 THEVAL = [sys.executable, "-m", "theval_mesh.commands.cli"]
@@ -66,23 +72,34 @@ def videos(tmp_path_factory):
     return {"root": root, "gt": kit.dir("gt"), "static": kit.dir("static_head"), "broken": broken}
 
 
-def _start_mesh_up(videos, tmp):
-    """`theval mesh up` in a child process: {service: (address, metrics url)}, and the process."""
+def _start_mesh_up(videos, tmp, extra=(), timeout=180):
+    """`theval mesh up` in a child process: {service: (address, metrics url)}, and the process;
+    killed, and the test failed with its output, when it is not up within `timeout`."""
     proc = subprocess.Popen(THEVAL + ["mesh", "up", "--port", "0", "--metrics-port", "0", "--store",
                                       str(tmp / "store.sqlite"), "--allow-root", str(videos["root"]),
-                                      "--quality", "proxy"],
+                                      "--quality", "proxy", *extra],
                             stdout=subprocess.PIPE, stderr=open(tmp / "mesh.log", "w"), text=True,
                             env={**os.environ, **QUIET})
-    services, lines = {}, []
-    deadline = time.monotonic() + 180
-    for line in proc.stdout:
-        lines.append(line)
+    lines: queue.Queue = queue.Queue()  # read by a thread: a mesh that never comes up may print nothing
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout] + [lines.put(None)],
+                     daemon=True).start()
+    services, seen = {}, []
+    deadline = time.monotonic() + timeout
+    while not (seen and seen[-1].startswith("Evaluate at")):
+        try:
+            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            line = None
+        if line is None:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"mesh up is not up after {timeout} s:\n{''.join(seen)[-2000:]}\n"
+                        f"{(tmp / 'mesh.log').read_text()[-2000:]}")
+        seen.append(line)
         match = ROW.match(line)
         if match:
             services[match.group(1)] = (match.group(2), match.group(3))
-        if line.startswith("Evaluate at") or time.monotonic() > deadline:
-            break
-    assert set(services) == {"evaluator", "landmarks", "headpose", "quality", "audio"}, "".join(lines)
+    assert set(services) == {"evaluator", "landmarks", "headpose", "quality", "audio"}, "".join(seen)
     return services, proc
 
 
@@ -153,6 +170,41 @@ def test_services_stop_when_mesh_up_is_killed(videos, tmp_path):
         probe = ServiceProcess(name)
         probe.host, probe.port = address.rsplit(":", 1)[0], int(address.rsplit(":", 1)[1])
         assert probe.health() == "DOWN", name
+
+
+@pytest.mark.slow
+def test_mesh_up_with_tls_and_tokens_comes_up_and_scores(videos, tmp_path):
+    """TLS on every port, the services (and, as the flags apply to every server, the evaluator)
+    requiring a client certificate of the CA, a token on the API: `mesh up` asks its services'
+    health over TLS (it used to ask in plaintext, fail thousands of handshakes and give up after
+    600 s), and a video scores through the evaluator's mutual TLS to the services."""
+    ca, ca_cert, ca_key = make_ca(tmp_path, "mesh-ca")
+    server = issue(tmp_path, "server", ca_cert, ca_key)
+    token = "operator-token-" + "t" * 24
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"operator {token}\n")
+    tokens.chmod(0o600)
+    tls = ["--tls-cert", server.cert, "--tls-key", server.key, "--tls-ca", ca.cert, "--tls-client-ca", ca.cert,
+           "--tokens-file", str(tokens)]
+    services, proc = _start_mesh_up(videos, tmp_path, tls)
+    try:
+        address = services["evaluator"][0]
+        clip = common_pb2.VideoRef(uri=str(next(videos["gt"].glob("*.mp4"))))
+        with client_channel(address, ClientSecurity(ca.cert, server.cert, server.key, token)) as channel:
+            answer = evaluator_pb2_grpc.EvaluatorServiceStub(channel).Evaluate(
+                evaluator_pb2.EvaluateRequest(video=clip), timeout=300)
+        assert answer.result.status == "ok" and "lip_dynamics" in answer.result.metrics, answer.result
+        assert "handshake failed" not in (tmp_path / "mesh.log").read_text().lower()
+        for security, code in ((ClientSecurity(ca.cert, server.cert, server.key), grpc.StatusCode.UNAUTHENTICATED),
+                               (ClientSecurity(token=token), grpc.StatusCode.UNAVAILABLE)):  # plaintext
+            with client_channel(address, security) as channel:
+                with pytest.raises(grpc.RpcError) as refused:
+                    evaluator_pb2_grpc.EvaluatorServiceStub(channel).ListReferences(
+                        evaluator_pb2.ListReferencesRequest(), timeout=10)
+            assert refused.value.code() == code
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
 
 
 def _running(pid) -> bool:

@@ -269,13 +269,15 @@ def test_triton_beyond_loopback_needs_mutual_tls_and_serves_callers_with_a_certi
     from theval_mesh.rpc.security import ClientSecurity
     with pytest.raises(UserError, match="mutual TLS"):
         TritonServer(default_repository(), host="0.0.0.0")
-    pki = containers.make_secrets(tmp_path / "pki", user=f"{os.getuid()}:{os.getgid()}")
-    tls = tuple(str(pki / f) for f in ("server.crt", "server.key", "ca.crt"))
+    pki = containers.make_secrets(tmp_path / "pki", {"triton": ["triton"], "quality": ["quality"]},
+                                  user=f"{os.getuid()}:{os.getgid()}")
+    tls = tuple(str(pki / "triton" / f) for f in ("tls.crt", "tls.key", "ca.crt"))
+    quality = tuple(str(pki / "quality" / f) for f in ("tls.crt", "tls.key", "ca.crt"))
     server = TritonServer(default_repository(), weights_store=fake_store, models=["silero_vad"],
                           log=open(tmp_path / "triton.log", "a"), tls=tls).start()
     try:
         assert "--grpc-use-ssl-mutual=true" in server.command(tmp_path)
-        with TritonClient(server.address, ClientSecurity(tls[2], tls[0], tls[1])) as client:
+        with TritonClient(server.address, ClientSecurity(quality[2], quality[0], quality[1])) as client:
             assert client.states()["silero_vad"][0] == "READY"
             assert TritonVad(client).provenance() == AudioBackend().provenance()
         for security in (None, ClientSecurity(tls[2])):  # plaintext; TLS without a certificate

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from container_support import containers, images
 
-from theval_mesh.rpc.config import OPTIONS
+from theval_mesh.rpc.config import DEPENDENCIES, OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = sorted((ROOT / "docker").glob("*.Dockerfile"))
@@ -53,10 +53,11 @@ def test_multi_stage_non_root_labelled(path):
     assert "--no-cache-dir" in text and "--no-index" in text
 
 
-def test_compose_ports_come_from_mesh_env_and_settings_from_the_code():
+def test_compose_ports_come_from_mesh_env_and_settings_from_the_code(tmp_path, monkeypatch):
     compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
     text = (ROOT / "docker" / "compose.yaml").read_text()
-    defined = set(containers.settings()) | set(containers._placeholders())
+    monkeypatch.setenv("THEVAL_WEIGHTS", str(tmp_path / "weights"))
+    defined = set(containers.environment(tmp_path / "data", tmp_path / "state"))  # what `up` gives compose
     assert set(re.findall(r"\$\{(\w+)\}", text)) <= defined
     for service in containers.SERVICES:
         assert f"{service.upper()}_PORT" in defined and f"{service.upper()}_METRICS_PORT" in defined
@@ -72,3 +73,11 @@ def test_compose_ports_come_from_mesh_env_and_settings_from_the_code():
         assert ("THEVAL_TLS_CLIENT_CA" in env) == (name != "evaluator")
         for mount in spec["volumes"]:
             assert mount.endswith(":ro") or name == "evaluator" and mount.endswith(":/var/lib/theval"), mount
+        # its own folder of the secrets alone: its key, its certificate, the CA's (the evaluator: and the tokens)
+        secrets = [m for m in spec["volumes"] if m.startswith("${THEVAL_SECRETS}")]
+        assert secrets == [f"${{THEVAL_SECRETS}}/{name}:/run/secrets/theval:ro"], secrets
+    # The evaluator reaches each service by its name, the one its certificate holds (TLS checks it).
+    evaluator = compose["services"]["evaluator"]
+    for d in DEPENDENCIES:
+        assert evaluator["environment"][f"THEVAL_{d.upper()}_ADDR"] == f"{d}:${{{d.upper()}_PORT}}"
+    assert sorted(evaluator["extra_hosts"]) == sorted(f"{d}:127.0.0.1" for d in DEPENDENCIES)

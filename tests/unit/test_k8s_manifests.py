@@ -5,6 +5,7 @@ the justified skips of checkov.yaml; and the manifests agree with the code: imag
 docker/, env variables, flags and ports the code declares, probes on ports that serve health,
 metrics the code exports, the security context and the network policies the README promises.
 No API server runs here: the manifests run for real in tests/integration/test_k8s_dev_overlay.py."""
+import base64
 import copy
 import os
 import re
@@ -16,6 +17,8 @@ import kubernetes_validate
 import pytest
 import yaml
 from container_support import images
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from k8s_support import (RENDERED, Network, Pod, containers_of, crd_schemas, env_of, kubectls, pod_templates, render,
                          selects, workspace)
 from metric_names import exported_series, metric_names
@@ -556,3 +559,87 @@ def test_the_ray_cluster_scales_bulk_scoring_from_zero(rendered):
         (group,) = ray["spec"]["workerGroupSpecs"]
         assert group["minReplicas"] == 0 < group["maxReplicas"]
         assert ray["spec"]["rayVersion"] == __import__("ray").__version__
+
+
+# ------------------------------------------------------------------------------------ TLS material
+IDENTITIES = SERVICES + ("triton",)
+
+
+def public_key(pem: bytes) -> bytes:
+    """The public key of a PEM certificate or private key, DER."""
+    if b"PRIVATE KEY" in pem:
+        key = serialization.load_pem_private_key(pem, None)
+    else:
+        key = x509.load_pem_x509_certificate(pem)
+    return key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def dns_names(pem: bytes) -> set:
+    san = x509.load_pem_x509_certificate(pem).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return set(san.get_values_for_type(x509.DNSName))
+
+
+def test_each_pod_mounts_its_own_key_alone_and_no_secret_holds_the_cas_key(rendered, k8s_dir):
+    """One Secret per identity (its key, its certificate, the CA's certificate), mounted by that
+    Deployment's container alone; the tokens only in the evaluator; the CA's key in no Secret and
+    not beside the manifests. The services verify the evaluator's client certificate against the
+    mounted CA, and each address a caller uses names the Service that the callee's certificate holds."""
+    for name in ("dev", "gpu"):
+        objs = rendered[name]
+        secrets = {o["metadata"]["name"]: {k: base64.b64decode(v) for k, v in o["data"].items()}
+                   for o in objs if o["kind"] == "Secret"}
+        (ca,) = {data["ca.crt"] for data in secrets.values() if "ca.crt" in data}
+        for data in secrets.values():
+            for key, value in data.items():
+                assert b"PRIVATE KEY" not in value or public_key(value) != public_key(ca), (name, key)
+        keys, certificates = {}, {}
+        for obj in objs:
+            for where, spec, c in containers_of(obj):
+                volumes = {v["name"]: v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
+                mounted = {m["mountPath"]: volumes[m["name"]] for m in c.get("volumeMounts", []) if m["name"] in volumes}
+                referenced = {unhashed(e["valueFrom"]["secretKeyRef"]["name"]) for e in c.get("env", [])
+                              if "secretKeyRef" in e.get("valueFrom", {})}
+                identity = obj["metadata"]["name"]
+                if obj["kind"] != "Deployment" or c in spec.get("initContainers", []):
+                    # Ray's nodes have Ray's token (Ray's own authentication), no TLS material
+                    assert not mounted and referenced <= {"theval-ray-token"}, (name, where)
+                    continue
+                assert identity in IDENTITIES and [unhashed(s) for s in mounted.values()] == [f"theval-tls-{identity}"], \
+                    (name, where, mounted)
+                # the evaluator: its tokens, its store, and Ray's token for the drivers of its jobs
+                assert referenced <= ({"theval-tokens", "theval-store", "theval-ray-token"} if identity == "evaluator"
+                                      else set()), where
+                (folder, secret), = mounted.items()
+                data = secrets[secret]
+                assert set(data) == {"tls.crt", "tls.key", "ca.crt"} and data["ca.crt"] == ca, (name, where)
+                assert public_key(data["tls.key"]) == public_key(data["tls.crt"]) != public_key(ca)
+                assert identity in dns_names(data["tls.crt"]), where
+                assert not {i for i in IDENTITIES if i != identity} & dns_names(data["tls.crt"]), where
+                keys[identity], certificates[identity] = public_key(data["tls.key"]), data["tls.crt"]
+                env = env_of(c, objs)
+                argv = " ".join(c.get("command", []) + c.get("args", []))
+                files = {env.get(k) for k in ("THEVAL_TLS_CERT", "THEVAL_TLS_KEY", "THEVAL_TLS_CA", "THEVAL_TLS_CLIENT_CA")}
+                files |= set(re.findall(r"--grpc-(?:server-cert|server-key|root-cert)=(\S+)", argv))
+                assert {f for f in files if f} <= {f"{folder}/{k}" for k in data}, (name, where, files)
+                if identity != "evaluator":  # mutual TLS: callers need a certificate of the CA
+                    assert env.get("THEVAL_TLS_CLIENT_CA") == f"{folder}/ca.crt" or \
+                        f"--grpc-root-cert={folder}/ca.crt" in argv, (name, where)
+        assert set(keys) == set(IDENTITIES) and len(set(keys.values())) == len(IDENTITIES), name
+        settings = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("theval-settings"))
+        for key, address in settings["data"].items():
+            if key.endswith("_ADDR") or key == "THEVAL_TRITON_URL":
+                host = address.rsplit(":", 1)[0]
+                assert host in dns_names(certificates[host]), (name, key, address)
+    for path in (k8s_dir / "overlays").rglob("*"):  # nor is the CA's key kept beside the manifests
+        if path.is_file() and b"PRIVATE KEY" in path.read_bytes():
+            assert path.name == "tls.key" and public_key(path.read_bytes()) != public_key(
+                (path.parent.parent / "ca.crt").read_bytes()), path
+
+
+def test_k8s_secrets_name_each_identity_by_its_services_names(k8s_dir):
+    folder = k8s_dir / "overlays" / "dev" / "secrets"
+    for identity in IDENTITIES:
+        assert dns_names((folder / identity / "tls.crt").read_bytes()) == {
+            "localhost", identity, f"{identity}.theval", f"{identity}.theval.svc", f"{identity}.theval.svc.cluster.local"}
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == ["ca.crt", "ray-token", "token"]
+    assert sorted(p.name for p in (folder / "evaluator").iterdir()) == ["ca.crt", "tls.crt", "tls.key", "tokens"]

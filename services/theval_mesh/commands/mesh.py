@@ -12,6 +12,7 @@ from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_ERROR
 from theval_mesh.rpc import config
 from theval_mesh.rpc.launcher import ServiceProcess, stop_all
+from theval_mesh.rpc.security import own_security
 
 STOP_ORDER = ("evaluator",) + config.DEPENDENCIES  # the evaluator first, so its calls can finish
 EVALUATOR_PORT, EVALUATOR_METRICS_PORT = 50051, 9464
@@ -76,14 +77,23 @@ def _flags(args, service: str) -> list[str]:
     return out
 
 
-def _check(args):
-    """Validate every service's settings before starting anything."""
+def _check(args) -> dict:
+    """Validate every service's settings before starting anything; {service: Config}."""
+    configs = {}
     for service in config.SERVICES:
         probe = argparse.Namespace(**vars(args))
         probe.port = probe.metrics_port = 0
         for d in config.DEPENDENCIES:
             setattr(probe, f"{d}_addr", "127.0.0.1:1")  # known once they run
-        config.load(service, probe)
+        configs[service] = config.load(service, probe)
+    return configs
+
+
+def _health_security(configs: dict):
+    """How the launcher asks its services' health: every service serves the same TLS files, so
+    the evaluator's settings (it also takes --tls-ca, the CA of the servers it calls) say it."""
+    c = configs["evaluator"]
+    return own_security(c.tls_cert, c.tls_key, c.tls_ca, c.tls_client_ca)
 
 
 def _interrupt(*_):
@@ -113,7 +123,7 @@ def run(args) -> int:
         args.port = int(os.environ.get("THEVAL_PORT") or EVALUATOR_PORT)
     if args.metrics_port is None:
         args.metrics_port = int(os.environ.get("THEVAL_METRICS_PORT") or EVALUATOR_METRICS_PORT)
-    _check(args)
+    security = _health_security(_check(args))
     signal.signal(signal.SIGTERM, _interrupt)
     procs: dict[str, ServiceProcess] = {}
     stopping = threading.Event()
@@ -121,12 +131,12 @@ def run(args) -> int:
         if args.triton:
             _start_triton(args, procs)
         for d in config.DEPENDENCIES:  # started together: each takes seconds to import its models
-            procs[d] = ServiceProcess(d, _flags(args, d), echo=_echo).spawn(0, 0)
+            procs[d] = ServiceProcess(d, _flags(args, d), echo=_echo, security=security).spawn(0, 0)
         for d in config.DEPENDENCIES:
             procs[d].wait_listening()
         deps = [f for d in config.DEPENDENCIES for f in (f"--{d}-addr", procs[d].address)]
-        procs["evaluator"] = ServiceProcess("evaluator", _flags(args, "evaluator") + deps, echo=_echo).start(
-            args.port, args.metrics_port)
+        procs["evaluator"] = ServiceProcess("evaluator", _flags(args, "evaluator") + deps, echo=_echo,
+                                            security=security).start(args.port, args.metrics_port)
         print("theval mesh: waiting for the models to load ...", flush=True)
         for p in procs.values():
             p.wait_for("SERVING", timeout=600)

@@ -19,15 +19,12 @@ import urllib.request
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from theval_mesh.rpc.security import ClientSecurity, client_channel
+from theval_mesh.rpc.security import ClientSecurity, client_channel, own_security
 
 
 def probe_security(environ) -> ClientSecurity | None:
-    cert = environ.get("THEVAL_TLS_CERT")
-    if not cert:
-        return None
-    ca = environ.get("THEVAL_TLS_CA") or environ.get("THEVAL_TLS_CLIENT_CA") or cert
-    return ClientSecurity(ca, cert, environ.get("THEVAL_TLS_KEY"))
+    return own_security(environ.get("THEVAL_TLS_CERT"), environ.get("THEVAL_TLS_KEY"), environ.get("THEVAL_TLS_CA"),
+                        environ.get("THEVAL_TLS_CLIENT_CA"))
 
 
 def check(environ=None, timeout: float = 3.0) -> str:

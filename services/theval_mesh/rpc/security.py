@@ -228,6 +228,18 @@ class ClientSecurity:
         return replace(self, ca=None, ca_pem=_read(self.ca, "CA certificate")) if self.ca else self
 
 
+def own_security(cert: str | None, key: str | None, ca: str | None = None,
+                 client_ca: str | None = None) -> ClientSecurity | None:
+    """How a process holding a server's own TLS settings reaches that server's health check (the
+    image's probe, `theval mesh up` waiting for its services): None on a plaintext server; else TLS
+    trusting `ca` (--tls-ca), else `client_ca`, else the certificate itself (self-signed), and the
+    server's certificate presented as client certificate, which a server requiring one accepts when
+    it trusts its own CA."""
+    if not cert:
+        return None
+    return ClientSecurity(ca or client_ca or cert, cert, key)
+
+
 class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
               grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
     """Adds the token to every call (also on plaintext loopback, where gRPC's call credentials
