@@ -311,8 +311,10 @@ def autoscaling_query(service: str) -> tuple[str, float]:
 
 
 def test_the_autoscaling_query_would_scale_up_under_load_and_down_when_idle(mesh, kit, tmp_path):
-    """The HPA's desired replicas are ceil(replicas * value / target): under three concurrent
-    streams the landmarks query and the evaluator's ask for more than one pod; idle, fewer than two."""
+    """The HPA's desired replicas are ceil(replicas * value / target): under four concurrent
+    clients the landmarks query and the evaluator's ask for more than one pod; idle, fewer than two.
+    The clients call Evaluate, one video at a time each: one caller's streams are capped at 2
+    (--stream-limit-per-caller), and the test has one token."""
     hpas = ("landmarks", "evaluator")
     queries = {s: autoscaling_query(s) for s in hpas}
     prometheus = Prometheus(tmp_path / "prometheus", {s: f"127.0.0.1:{mesh[f'{s.upper()}_METRICS_PORT']}"
@@ -331,12 +333,14 @@ def test_the_autoscaling_query_would_scale_up_under_load_and_down_when_idle(mesh
         stub, channel = evaluator(mesh)
         with channel:
             while not stop.is_set():
-                requests = [evaluator_pb2.EvaluateRequest(id=str(i), video=common_pb2.VideoRef(uri=str(v)))
-                            for i, v in enumerate(videos)]
-                assert all(a.code == 0 for a in stub.EvaluateStream(iter(requests), timeout=600))
+                for v in videos:
+                    assert stub.Evaluate(evaluator_pb2.EvaluateRequest(video=common_pb2.VideoRef(uri=str(v))),
+                                         timeout=600).result.status == "ok"
+                    if stop.is_set():
+                        break
     try:
         prometheus.wait_all_up(len(hpas))
-        streams = [threading.Thread(target=load) for _ in range(3)]
+        streams = [threading.Thread(target=load) for _ in range(4)]
         for s in streams:
             s.start()
         end = time.monotonic() + 75  # the queries average over a minute: enough once both ask for 2 pods
@@ -352,7 +356,7 @@ def test_the_autoscaling_query_would_scale_up_under_load_and_down_when_idle(mesh
             assert math.ceil(busy / queries[s][1]) > 1, (queries[s], values[s])
             prometheus.wait(lambda: math.ceil(2 * value(s) / queries[s][1]) < 2, f"{queries[s][0]} stays high when "
                             "idle", timeout=120)
-            print(f"\nautoscaling query, {s}: {busy:.2f} in flight per pod under 3 streams "
+            print(f"\nautoscaling query, {s}: {busy:.2f} in flight per pod under 4 clients "
                   f"(1 pod -> {math.ceil(busy / queries[s][1])}); idle {value(s):.2f} "
                   f"(2 pods -> {max(1, math.ceil(2 * value(s) / queries[s][1]))})")
     finally:

@@ -13,6 +13,7 @@ import time
 import grpc
 import pytest
 from certificates import issue, make_ca
+from processes import takes_ctrl_c
 
 from theval_mesh.commands.cli import main
 from theval_mesh.rpc.launcher import QUIET, ServiceProcess
@@ -79,7 +80,7 @@ def _start_mesh_up(videos, tmp, extra=(), timeout=180):
                                       str(tmp / "store.sqlite"), "--allow-root", str(videos["root"]),
                                       "--quality", "proxy", *extra],
                             stdout=subprocess.PIPE, stderr=open(tmp / "mesh.log", "w"), text=True,
-                            env={**os.environ, **QUIET})
+                            env={**os.environ, **QUIET}, preexec_fn=takes_ctrl_c)
     lines: queue.Queue = queue.Queue()  # read by a thread: a mesh that never comes up may print nothing
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout] + [lines.put(None)],
                      daemon=True).start()
