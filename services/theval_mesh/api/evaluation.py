@@ -107,7 +107,7 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
     store = SqlJobStore(out / outputs.RESULTS_DB)
     try:
         job = store.create(spec, items)
-        shown = Progress(job, enabled=progress)
+        shown = Progress(job, enabled=progress, frames=inline)
         try:
             if inline:
                 job = pipeline.run_inline(store, job.id, on_result=shown, on_frames=shown.frame)

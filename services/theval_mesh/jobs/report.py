@@ -37,10 +37,11 @@ def resuming(job) -> str | None:
 class Progress:
     """A videos bar, and one line per failed video or warning, fed by the runner's on_result."""
 
-    def __init__(self, job, enabled: bool = True):
+    def __init__(self, job, enabled: bool = True, frames: bool = False):
+        """frames: also a bar of the frames of the video being scored (an inline run, where the
+        frames are decoded in this process): a long video moves too."""
         self.bar = tqdm(total=job.total, initial=job.done, desc="videos", unit="video", disable=not enabled)
-        # The frames of the video being scored (inline runs): a long video moves too.
-        self.frames = tqdm(desc="frames", unit="frame", position=1, leave=False, disable=not enabled)
+        self.frames = tqdm(desc="frames", unit="frame", position=1, leave=False, disable=not (enabled and frames))
         line = resuming(job)
         if line:
             self.bar.write(line, file=sys.stderr)
