@@ -16,10 +16,10 @@ from theval_mesh.core.frame_pass import mesh_passes
 from theval_mesh.pure.errors import InputTooLarge, ServiceError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import telemetry
+from theval_mesh.rpc.servicers.common import ROW_BYTES  # one frame of one FaceMesh pass
 
 MIB = 1 << 20
 FIXED_BYTES = 16 * MIB  # a video's messages, answers and bookkeeping beyond its landmark series
-ROW_BYTES = 478 * 3 * 4  # one frame of one FaceMesh pass (refined: 478 points, float32 x, y, z)
 COPIES = 4  # the series as received, as arrays, and in the quality and head-pose requests
 POLL_S = 0.25  # how soon a waiting video sees that its caller is gone
 
