@@ -193,7 +193,7 @@ def test_face_quality_is_built_from_the_fake_gfiqa_file(face_store, no_network, 
     assert "cgfiqa" not in desc
     entry = prov["weights"][PYIQA_0_1_13["file"]]
     assert entry == {"model": FACE, "sha256": sha, "published_sha256_prefix": "d76bf1ae",
-                     "matches_published": False}  # a fake
+                     "matches_published": False, "stand_in_seed": 0}  # a stand-in
     assert CGFIQA_FILE not in prov["weights"]
 
 

@@ -16,14 +16,20 @@ def register(subparsers) -> None:
     actions = p.add_subparsers(dest="weights_action", required=True, metavar="ACTION")
     for name, text in (("status", "list each file, where it goes and whether it is there"),
                        ("verify", "check the files' sha256 (exit 1 on a missing or bad file)"),
-                       ("fetch", "download the missing files (needs internet access)")):
+                       ("fetch", "download the missing files (needs internet access)"),
+                       ("stand-in", "write deterministic STAND-IN weights (meaningless scores) to test "
+                                    "a pipeline against the reference scripts on the same network")):
         a = actions.add_parser(name, help=text, description=text)
         a.add_argument("--store", metavar="DIR", help="weights store directory")
         a.add_argument("--model", action="append", choices=sorted(MODELS) + sorted(LEGACY_MODELS),
                        metavar="NAME", help=f"only this model (repeatable): {', '.join(sorted(MODELS))}; "
                        f"the legacy metrics' networks (`theval legacy`, only when named): "
                        f"{', '.join(sorted(LEGACY_MODELS))}")
-        if name != "fetch":
+        if name == "stand-in":
+            a.add_argument("--seed", type=int, default=0, help="numpy seed (default 0)")
+            a.add_argument("--reference-extras", action="store_true",
+                           help="also the timm ResNet-50 init the reference's pyiqa 0.1.13 reads")
+        if name not in ("fetch", "stand-in"):
             a.add_argument("--json", action="store_true", help="print one JSON object (store, files) instead")
         if name == "verify":
             a.add_argument("--allow-missing", action="store_true",
@@ -57,9 +63,16 @@ def run(args) -> int:
         rows = ws.fetch(store, args.model)  # raises UserError (one line, exit 1) when offline
         print(format_rows(rows, verified=True))
         return EXIT_OK
+    if args.weights_action == "stand-in":
+        from theval_mesh.backends.quality import stand_in
+        marker = stand_in.write(store, args.seed, args.model, args.reference_extras)
+        print(f"wrote {len(marker['files'])} stand-in file(s) (seed {args.seed}) to {store}; their "
+              "scores mean nothing, `theval weights verify` refuses them and results name them "
+              f"{ws.stand_in_label(args.seed)}")
+        return EXIT_OK
     verified = args.weights_action == "verify"
     rows = ws.verify(store, args.model) if verified else ws.status(store, args.model)
-    bad = [r for r in rows if r.state == "mismatch" or (r.state == "missing" and not getattr(args, "allow_missing", False))]
+    bad = [r for r in rows if r.state in ("mismatch", "stand-in") or (r.state == "missing" and not getattr(args, "allow_missing", False))]
     if args.json:
         print(json.dumps({"store": str(store), "files": [asdict(r) for r in rows], "hints": _hints(rows),
                           "ok": not (verified and bad)}, indent=1))
@@ -69,7 +82,7 @@ def run(args) -> int:
     for line in _hints(rows):
         print(line)
     if verified and bad:
-        print(f"verify failed: {len(bad)} file(s) missing or not matching: "
+        print(f"verify failed: {len(bad)} file(s) missing, stand-in or not matching: "
               f"{', '.join(r.file for r in bad)}")
         return EXIT_ERROR
     return EXIT_OK

@@ -3,6 +3,7 @@
 One function for the embedded engine and the mesh evaluator, which learns the backends'
 descriptions from the services themselves."""
 from theval_mesh.backends.audio.model import REFERENCE_VAD
+from theval_mesh.backends.headpose.backend import RIGID_FIT as HEADPOSE_RIGID_FIT
 from theval_mesh.backends.media.audio import EXTRACTION
 from theval_mesh.backends.media.decode import DECODER
 from theval_mesh.core.frame_pass import mesh_passes
@@ -20,7 +21,7 @@ def describe(settings: RunSettings, landmarks: str, headpose: str, vad: str, qua
     lip_sync_input = "BGR frames (reference quirk)" if (not s.single_pass and s.profile == "reference") \
         else "RGB frames"
     return {
-        PUBLISHED_BLOCKERS: published_gt_blockers(s, vad, quality),
+        PUBLISHED_BLOCKERS: published_gt_blockers(s, vad, quality, headpose),
         "tool": f"theval-mesh {VERSION}",
         "profile": s.profile,
         # The passes change the values, so they are part of what GT and models must share.
@@ -40,7 +41,7 @@ def describe(settings: RunSettings, landmarks: str, headpose: str, vad: str, qua
     }
 
 
-def published_gt_blockers(s: RunSettings, vad: str, quality: dict) -> list[str]:
+def published_gt_blockers(s: RunSettings, vad: str, quality: dict, headpose: str) -> list[str]:
     """Why results scored this way cannot be compared with the published GT row ([]: they can).
 
     The published figures come from the reference code: all its settings, its passes, its VAD
@@ -54,12 +55,19 @@ def published_gt_blockers(s: RunSettings, vad: str, quality: dict) -> list[str]:
         out.append(f"frame stride {s.frame_stride}: the reference uses every frame")
     if s.normalise_translation:
         out.append("head-motion translation normalised to 512 px: the reference uses pixels")
+    if HEADPOSE_RIGID_FIT in headpose:
+        out.append(f"head pose by {HEADPOSE_RIGID_FIT}, an offline stand-in: the reference "
+                   "estimates it with FaceXFormer on RetinaFace crops")
     if REFERENCE_VAD not in vad:
         out.append(f"VAD {vad!r}: the reference uses {REFERENCE_VAD}")
     proxies = sorted(m for m, d in quality["quality"].items() if str(d).startswith("proxy:"))
     if proxies:
         out.append(f"training-free proxy for {', '.join(proxies)}: the published figures come from "
                    "the quality models (put their weights in the store: `theval weights status`)")
+    stand_ins = sorted(m for m, d in quality["quality"].items() if " weights: stand-in:" in str(d))
+    if stand_ins:
+        out.append(f"deterministic stand-in weights for {', '.join(stand_ins)}: their scores mean "
+                   "nothing (`theval weights verify`)")
     return out
 
 

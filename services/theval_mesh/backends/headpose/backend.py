@@ -18,7 +18,8 @@ from scipy.spatial.transform import Rotation
 
 from theval_mesh.backends.liveness import check
 
-BACKEND = "facemesh-rigid-fit v1 (per-video mean shape, Umeyama)"
+RIGID_FIT = "facemesh-rigid-fit"
+BACKEND = f"{RIGID_FIT} v1 (per-video mean shape, Umeyama)"
 
 RIGID = (1, 4, 5, 6, 168, 197, 195, 33, 133, 362, 263, 10, 151, 9, 234, 454, 93, 323,
          127, 356, 21, 251, 54, 284, 116, 345, 123, 352)

@@ -134,6 +134,9 @@ class QualityBackend:
             files = described[name]["files"]
             sums = " ".join(f"{f.name}:sha256:{files[f.name]}" for f in MODELS[name].files if f.affects_scores)
             quality[metric] = f"{name} pyiqa=={described[name]['pyiqa']} {sums}"
+            seeds = set((described[name].get("stand_in") or {}).values())
+            if seeds:  # named first-class: these numbers must never pass for the model's
+                quality[metric] += " weights: " + ",".join(ws.stand_in_label(s) for s in sorted(seeds))
         prov["quality"] = quality
         prov["served_by"] = self.models.served_by
         prov["weights"] = {}
@@ -143,5 +146,6 @@ class QualityBackend:
                 prov["weights"][f.name] = {
                     "model": name, "sha256": sha, "published_sha256_prefix": f.sha256_prefix,
                     "matches_published": None if not f.sha256_prefix
-                    else sha.startswith(f.sha256_prefix)}
+                    else sha.startswith(f.sha256_prefix),
+                    "stand_in_seed": (described[name].get("stand_in") or {}).get(f.name)}
         return prov

@@ -49,7 +49,11 @@ class LocalModels:
             return score(metric, images, each, self.device)
 
     def describe(self, name: str) -> dict:
-        """{"pyiqa": version, "files": {file name: sha256}} of the loaded model."""
+        """{"pyiqa": version, "files": {file name: sha256}, "stand_in": {file name: seed}} of the
+        loaded model (stand_in: its files that are deterministic stand-ins, see stand_in.py)."""
         import pyiqa
         self.load(name)
-        return {"pyiqa": pyiqa.__version__, "files": dict(self._files[name])}
+        files = dict(self._files[name])
+        seeds = {f: ws.stand_in_seed(self.store, f, sha) for f, sha in files.items()}
+        return {"pyiqa": pyiqa.__version__, "files": files,
+                "stand_in": {f: s for f, s in seeds.items() if s is not None}}

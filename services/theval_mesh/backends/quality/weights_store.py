@@ -4,6 +4,7 @@ published names (registry.py), plus SHA256SUMS written by `fetch`.
 Nothing here imports torch or pyiqa, so `theval weights status` stays fast.
 """
 import hashlib
+import json
 import os
 import tempfile
 import urllib.request
@@ -16,6 +17,7 @@ from theval_mesh.backends.quality.registry import model as get_model
 from theval_mesh.pure.errors import UserError
 
 MANIFEST = "SHA256SUMS"
+MARKER = "STAND-IN.json"  # written by stand_in.py next to the stand-in files it generates
 FETCH_HINT = "run `theval weights fetch` on a machine with internet access and copy the store here"
 
 
@@ -26,6 +28,29 @@ def default_store() -> Path:
 
 def resolve(store=None) -> Path:
     return Path(store).expanduser() if store else default_store()
+
+
+def read_marker(store) -> dict | None:
+    """STAND-IN.json of the store (seed, generator, sha256 of each stand-in file), or None."""
+    try:
+        marker = json.loads((resolve(store) / MARKER).read_text())
+        return marker if isinstance(marker, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def stand_in_seed(store, name: str, sha256: str | None) -> int | None:
+    """The seed when `name` in `store` is a deterministic stand-in file (its checksum is the one
+    STAND-IN.json records for it), else None. A stand-in is never the published weights."""
+    marker = read_marker(store) or {}
+    entry = marker.get("files", {}).get(name) if isinstance(marker.get("files"), dict) else None
+    if sha256 and isinstance(entry, dict) and entry.get("sha256") == sha256:
+        return int(marker.get("seed", -1))
+    return None
+
+
+def stand_in_label(seed: int) -> str:
+    return f"stand-in:{seed}"
 
 
 def read_manifest(store) -> dict:
@@ -54,8 +79,9 @@ class FileRow:
     present: bool
     sha256: str | None = None
     expected: str | None = None  # published prefix or SHA256SUMS entry
-    state: str = ""  # status: present|missing; verify: ok|mismatch|missing|unverified
+    state: str = ""  # status: present|missing|stand-in; verify: ok|mismatch|missing|unverified|stand-in
     detail: str = ""
+    stand_in_seed: int | None = None  # a deterministic stand-in file (stand_in.py) of this seed
 
 
 def _models(models) -> list:
@@ -85,15 +111,21 @@ def status(store=None, models=None, checksums: bool = True) -> list[FileRow]:
     for model_name, f in _files(models):
         path = root / f.name
         present = path.is_file()
-        rows.append(FileRow(model_name, f.name, str(path), present,
-                            sha256_file(path) if present and checksums else None,
-                            f.sha256_prefix, "present" if present else "missing"))
+        sha = sha256_file(path) if present and checksums else None
+        seed = stand_in_seed(root, f.name, sha)
+        rows.append(FileRow(model_name, f.name, str(path), present, sha, f.sha256_prefix,
+                            "missing" if not present else "present" if seed is None else "stand-in",
+                            stand_in_seed=seed))
     return rows
 
 
 def _check(row: FileRow, prefix: str | None, pinned: str | None) -> None:
     if not row.present:
         row.state, row.detail = "missing", FETCH_HINT
+    elif row.stand_in_seed is not None:
+        row.state = "stand-in"
+        row.detail = (f"deterministic stand-in weights (seed {row.stand_in_seed}), not the "
+                      "published file: its scores mean nothing")
     elif prefix and not row.sha256.startswith(prefix):
         row.state = "mismatch"
         row.detail = f"sha256 {row.sha256[:12]}... does not start with the published {prefix}"
