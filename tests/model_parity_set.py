@@ -68,11 +68,12 @@ def cut(name: str, n_frames: int, dst: Path) -> Path:
     return dst
 
 
-def first_frames(path: Path, n: int) -> list[np.ndarray]:
+def first_frames(path: Path, n: int, fmt: str = "yuv420p") -> list[np.ndarray]:
+    """Up to n decoded frames (default: the raw yuv420p planes, as the codec gave them)."""
     out = []
     with av.open(str(path)) as c:
         for frame in c.decode(video=0):
-            out.append(frame.to_ndarray(format="yuv420p"))
+            out.append(frame.to_ndarray(format=fmt))
             if len(out) == n:
                 break
     return out
