@@ -3,9 +3,9 @@ batch sizes 1, 8 and 32 (images per call), in one run on the same frames.
 
 Triton runs on this machine's CPU (the wheel's tritonserver; on a GPU cluster the numbers differ
 and are not claimed here). Calls alternate between the two paths, best of REPEATS each. Weights:
-the store in $THEVAL_WEIGHTS when it holds every model's files, else FAKE weights (random
-weights of the real architectures, as the tests use): the speed of a network does not depend
-on its weights' values.
+the store in $THEVAL_WEIGHTS when it holds every model's files, else the deterministic STAND-IN
+weights (`theval weights stand-in`, as the tests use): the speed of a network does not depend on
+its weights' values.
 
     .venv/bin/python bench/triton_throughput.py [SIZE]      # frame side in px, default 256
 """
@@ -38,7 +38,7 @@ def weights() -> tuple[Path, str]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from fake_weights import write_fake_store
     fake = Path(tempfile.mkdtemp(prefix="theval-bench-fake-weights-"))
-    return write_fake_store(fake), "FAKE weights (random, real architectures)"
+    return write_fake_store(fake), "STAND-IN weights (seeded, real architectures)"
 
 
 def frames(n: int, size: int) -> list[np.ndarray]:
