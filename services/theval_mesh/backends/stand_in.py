@@ -162,8 +162,7 @@ def detector_state(seed: int) -> dict:
 
 
 # ---------------------------------------------------------------------------- head pose
-FACEXFORMER = "model.pt"  # the published file name (ckpts/model.pt); state under this key:
-FACEXFORMER_KEY = "state_dict_backbone"  # THEval head_motion_dynamics.py:187-188
+FACEXFORMER = "model.pt"  # the published file name (ckpts/model.pt), {CHECKPOINT_KEY: state}
 SWIN_B = "swin_b-68c6b09e.pth"  # torchvision's swin_b IMAGENET1K_V1 file, in the torch hub cache
 POSE_HEAD = "face_decoder.pose_prediction_head.layers.2"
 PE_MATRIX = "pe_layer.positional_encoding_gaussian_matrix"
@@ -264,8 +263,10 @@ def write(store: Path, seed: int = 0, models=None, reference_extras: bool = Fals
             if reference_extras:
                 _write_timm_resnet50(store, seed, written)
     if headpose:
+        from theval_mesh.backends.headpose.facexformer_net import CHECKPOINT_KEY
+
         state = facexformer_state(seed)
-        save(FACEXFORMER, state, FACEXFORMER_KEY)
+        save(FACEXFORMER, state, CHECKPOINT_KEY)
         save(SWIN_B, swin_b_state(seed, state))
     marker = {"generator": GENERATOR, "seed": seed, "files": written}
     old = read_marker(store)

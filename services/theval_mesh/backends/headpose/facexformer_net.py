@@ -238,3 +238,20 @@ class FaceXFormer(nn.Module):
         image = self.linear_fuse(torch.cat(fused[::-1], dim=1))
         image_pe = self.pe_layer(*image.shape[2:]).unsqueeze(0)
         return self.face_decoder(image, image_pe)
+
+
+CHECKPOINT_KEY = "state_dict_backbone"  # model.pt holds {KEY: state_dict} (THEval hmd.py:187-188)
+
+
+def load(checkpoint, device: str = "cpu") -> FaceXFormer:
+    """The network in eval mode with a checkpoint's weights, strictly (a missing or extra key is an
+    error, as in the reference's load_model). checkpoint: a model.pt path (read with
+    weights_only=True: tensors only, no pickled code) or its state_dict."""
+    if not isinstance(checkpoint, dict):
+        checkpoint = torch.load(checkpoint, map_location=device, weights_only=True)[CHECKPOINT_KEY]
+    # built without memory or random init (seconds for Swin-B), then the checkpoint's tensors are
+    # assigned: every buffer is persistent (in the state_dict), so none is left on "meta"
+    with torch.device("meta"):
+        net = FaceXFormer()
+    net.load_state_dict(checkpoint, strict=True, assign=True)
+    return net.to(device).eval()
