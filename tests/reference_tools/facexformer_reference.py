@@ -4,8 +4,10 @@ save what our own definition (theval_mesh/backends/headpose/facexformer_net.py) 
 Runs in the reference's venv (torch 2.6.0, torchvision 0.21.0), never in ours:
 
     cd /work/wt/facexformer   # or any checkout of this project
-    PYTHONPATH=$PWD/services /work/main/.venv/bin/python -m theval_mesh weights stand-in \
-        --store /tmp/fx-store --seed 0 --headpose          # model.pt + swin_b-68c6b09e.pth
+    # the seed-0 stand-in model.pt (+ swin_b-68c6b09e.pth), without the quality models' files
+    # (`theval weights stand-in --headpose` writes them too)
+    PYTHONPATH=$PWD/services /work/main/.venv/bin/python -c "from theval_mesh.backends import \
+        stand_in; stand_in.write('/tmp/fx-store', 0, models=(), headpose=True)"
     /work/oracle/models-venv/bin/python tests/reference_tools/facexformer_reference.py \
         --repo /work/.mirror/Kartik-3004+facexformer/repo --model /tmp/fx-store/model.pt \
         --out tests/data/parity/models
@@ -14,7 +16,11 @@ The original's `network/` package is exported (git archive of HEAD) to a tempora
 imported from there; its files are not edited. The only patch: torchvision's `swin_b`, which the
 original calls with weights='IMAGENET1K_V1' (network/models/facexformer.py:194), is replaced by
 one that builds it with weights=None (model.pt overwrites every value). Network access is
-refused for the whole run.
+refused for the whole run. Takes about a minute on 2 cores.
+
+After changing the stand-in generator (values_digest of facexformer_state(0) changes), run this
+again and commit its output: tests/unit/test_facexformer_net.py checks that the committed outputs
+were computed from the weights the generator makes now.
 
 Writes:
   facexformer_keys.json                 {state_dict key: shape} of the original FaceXFormer()
@@ -63,7 +69,13 @@ def centre_crops():
     256x256 region of each frame: PIL RGB, Resize 224 bicubic, ToTensor, ImageNet Normalize."""
     import cv2
     from PIL import Image
-    from torchvision.transforms import Compose, InterpolationMode, Normalize, Resize, ToTensor
+    from torchvision.transforms import (
+        Compose,
+        InterpolationMode,
+        Normalize,
+        Resize,
+        ToTensor,
+    )
 
     tf = Compose([Resize((224, 224), interpolation=InterpolationMode.BICUBIC), ToTensor(),
                   Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])])

@@ -20,6 +20,7 @@ What the head-pose path can skip, and what it cannot:
     (tr.py:206-211), so the pose token's output depends on every other token's embedding.
 """
 import math
+from itertools import pairwise
 
 import torch
 from torch import nn
@@ -42,7 +43,7 @@ class HeadMLP(nn.Module):
 
     def __init__(self, sizes):
         super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in pairwise(sizes))
 
     def forward(self, x):
         *hidden, last = self.layers
