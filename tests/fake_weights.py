@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from netguard import block_network
 
-from theval_mesh.backends.quality import stand_in
+from theval_mesh.backends import stand_in
 
 SEED = 0
 

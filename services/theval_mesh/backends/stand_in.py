@@ -1,4 +1,5 @@
-"""Deterministic STAND-IN weights: every weight file of the quality models, in the format and under
+"""Deterministic STAND-IN weights: every weight file of the quality models (and, on request, of the
+FaceXFormer head-pose network), in the format and under
 the key names the real file has, filled from a seeded numpy generator. Scores computed with them
 mean nothing; they exist so that our pipeline and the reference scripts can be run on the SAME
 network and compared (preprocessing, cropping, batching, detection, colour order, resizing and
@@ -19,6 +20,19 @@ designed: only the coarsest level (stride 32, anchors of 256 and 512 px) scores 
 threshold, boxes and five landmarks are the anchor's own plus a small content-dependent shift, so
 facexlib keeps the box nearest the image centre: a CENTRE-PRIOR detector, which on a centred
 talking head lands on the face and on anything else lands on the centre.
+
+FaceXFormer (`model.pt`, head pose; backends/headpose/facexformer_net.py) follows the same rules
+with two exceptions (facexformer_state):
+  - its random-Fourier position encoding `pe_layer.positional_encoding_gaussian_matrix` is a
+    buffer the constructor draws with torch.randn (the original's facexformer.py:143-146): a
+    constant that is not reproducible, so it is drawn here, std 1 as the constructor's;
+  - the pose head's last linear layer has std POSE_STD / sqrt(fan_in): the pose token leaves a
+    LayerNorm, so the head's input is O(1) per unit whatever the image; with it pitch, yaw and
+    roll have a spread of some tens of degrees across images and move by degrees from frame to
+    frame of a talking head, and nothing saturates (the outputs are linear).
+Its Swin-B ImageNet init `swin_b-68c6b09e.pth` (torchvision's state_dict) is written too: the
+reference's constructor reads it (from the torch hub cache) and model.pt then overwrites every
+value, so its values are the ones in model.pt under `backbone.0.` / `backbone.1.`.
 
 The store that holds them gets `STAND-IN.json` (seed, generator version, sha256 of each file):
 `theval weights verify` reports those files as stand-ins, never as the published weights, and
@@ -147,6 +161,42 @@ def detector_state(seed: int) -> dict:
     return state
 
 
+# ---------------------------------------------------------------------------- head pose
+FACEXFORMER = "model.pt"  # the published file name (ckpts/model.pt), {CHECKPOINT_KEY: state}
+SWIN_B = "swin_b-68c6b09e.pth"  # torchvision's swin_b IMAGENET1K_V1 file, in the torch hub cache
+POSE_HEAD = "face_decoder.pose_prediction_head.layers.2"
+PE_MATRIX = "pe_layer.positional_encoding_gaussian_matrix"
+POSE_STD = 0.25  # radians of output per unit of (normalised) pose feature: see the docstring
+
+
+def facexformer_state(seed: int) -> dict:
+    """The stand-in FaceXFormer state_dict (module docstring)."""
+    from theval_mesh.backends.headpose.facexformer_net import FaceXFormer
+
+    net = FaceXFormer()
+    state = seeded_state(net, seed)
+    state[PE_MATRIX] = _normal(seed, PE_MATRIX, state[PE_MATRIX].shape, 1.0)
+    w = f"{POSE_HEAD}.weight"
+    state[w] = _normal(seed, w, state[w].shape, POSE_STD / _fan_in(state[w].shape) ** 0.5)
+    return state
+
+
+def swin_b_state(seed: int, facexformer: dict) -> dict:
+    """torchvision swin_b's state_dict with the values model.pt gives the backbone (the classifier
+    `head`, which FaceXFormer drops, by the rules)."""
+    from torchvision.models import swin_b
+
+    net = swin_b(weights=None)
+    state = seeded_state(net, seed)
+    children = [name for name, _ in net.named_children()]
+    for key in state:
+        child, rest = key.split(".", 1)
+        mine = f"backbone.{children.index(child)}.{rest}"
+        if mine in facexformer:
+            state[key] = facexformer[mine]
+    return state
+
+
 # ---------------------------------------------------------------------------- writers
 def _pyiqa_nets():
     """(file name, weight key, network, last linear layers) of every pyiqa checkpoint."""
@@ -172,10 +222,12 @@ def _pyiqa_nets():
         yield qmodel, net, (f"score_linear.{last}",)
 
 
-def write(store: Path, seed: int = 0, models=None, reference_extras: bool = False) -> dict:
-    """Write the stand-in files of `models` (default: every quality model) into `store` and the
-    STAND-IN.json marker; returns the marker's content. reference_extras: also the timm ResNet-50
-    init the reference's pyiqa 0.1.13 reads (`TIMM_RESNET50`, safetensors)."""
+def write(store: Path, seed: int = 0, models=None, reference_extras: bool = False,
+          headpose: bool = False) -> dict:
+    """Write the stand-in files of `models` (default: every quality model; () none) into `store`
+    and the STAND-IN.json marker; returns the marker's content. reference_extras: also the timm
+    ResNet-50 init the reference's pyiqa 0.1.13 reads (`TIMM_RESNET50`, safetensors). headpose:
+    also FaceXFormer's `model.pt` and its Swin-B init `swin_b-68c6b09e.pth`."""
     import torch
     from facexlib.parsing.parsenet import ParseNet
 
@@ -210,6 +262,12 @@ def write(store: Path, seed: int = 0, models=None, reference_extras: bool = Fals
             save("parsing_parsenet.pth", seeded_state(parse, seed))
             if reference_extras:
                 _write_timm_resnet50(store, seed, written)
+    if headpose:
+        from theval_mesh.backends.headpose.facexformer_net import CHECKPOINT_KEY
+
+        state = facexformer_state(seed)
+        save(FACEXFORMER, state, CHECKPOINT_KEY)
+        save(SWIN_B, swin_b_state(seed, state))
     marker = {"generator": GENERATOR, "seed": seed, "files": written}
     old = read_marker(store)
     if old and old.get("seed") == seed:
