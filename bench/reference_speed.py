@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from model_parity_set import cut  # noqa: E402
 from parity_set import oracle  # noqa: E402
 
-from theval_mesh.backends.quality import stand_in  # noqa: E402
+from theval_mesh.backends import stand_in  # noqa: E402
 
 ENV = ROOT / "tests" / "data" / "parity" / "reference-env"
 LANDMARK_SCRIPTS = ("Naturalness/lip_dynamics.py", "Naturalness/eyebrow_dynamics.py",
@@ -67,7 +67,7 @@ def main():
     names = sorted(oracle())[:: max(1, len(oracle()) // n_clips)][:n_clips]
     tmp = Path(tempfile.mkdtemp(prefix="theval-bench-reference-speed-"))
     store = tmp / "stand-in-weights-seed0"
-    stand_in.write(store, 0, reference_extras=True)
+    stand_in.write(store, 0, reference_extras=True, headpose=True)
     clips = tmp / "clips"
     clips.mkdir()
     paths = [cut(name, frames, clips / f"{name}.mp4") for name in names]

@@ -3,7 +3,7 @@ import json
 from dataclasses import asdict
 
 from theval_mesh.backends.quality import weights_store as ws
-from theval_mesh.backends.quality.registry import LEGACY_MODELS, MODELS
+from theval_mesh.backends.quality.registry import HEADPOSE_MODELS, LEGACY_MODELS, MODELS
 from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_OK
 
 
@@ -21,8 +21,10 @@ def register(subparsers) -> None:
                                     "a pipeline against the reference scripts on the same network")):
         a = actions.add_parser(name, help=text, description=text)
         a.add_argument("--store", metavar="DIR", help="weights store directory")
-        a.add_argument("--model", action="append", choices=sorted(MODELS) + sorted(LEGACY_MODELS),
-                       metavar="NAME", help=f"only this model (repeatable): {', '.join(sorted(MODELS))}; "
+        a.add_argument("--model", action="append",
+                       choices=sorted(MODELS) + sorted(HEADPOSE_MODELS) + sorted(LEGACY_MODELS),
+                       metavar="NAME", help=f"only this model (repeatable): "
+                       f"{', '.join(sorted(MODELS) + sorted(HEADPOSE_MODELS))}; "
                        f"the legacy metrics' networks (`theval legacy`, only when named): "
                        f"{', '.join(sorted(LEGACY_MODELS))}")
         if name == "stand-in":
@@ -56,7 +58,8 @@ def format_rows(rows, verified: bool) -> str:
 
 
 def _hints(rows) -> list[str]:
-    urls = {f.name: f.url for m in [*MODELS.values(), *LEGACY_MODELS.values()] for f in m.files}
+    urls = {f.name: f.url for m in [*MODELS.values(), *HEADPOSE_MODELS.values(),
+                                     *LEGACY_MODELS.values()] for f in m.files}
     return [f"missing: download {urls[r.file]} to {r.path}" for r in rows if not r.present]
 
 

@@ -97,8 +97,11 @@ def _lip_dynamics(v: _Video, metric: Metric):
 
 def _head_motion(v: _Video, metric: Metric):
     p, fs = v.pose, v.fs
+    if p.dropped:
+        return None, 0, p.dropped
     frame_size = (fs.width, fs.height) if v.settings.normalise_translation else None
-    return (p.pitch, p.yaw, p.roll, p.cx, p.cy, frame_size), v.n_face, metric.reason(EMPTY)
+    return ((p.pitch, p.yaw, p.roll, p.cx, p.cy, frame_size), int((~np.isnan(p.pitch)).sum()),
+            metric.reason(EMPTY))
 
 
 def _eyebrow_dynamics(v: _Video, metric: Metric):

@@ -1,5 +1,6 @@
 """Score one video on the in-process backends: decode once, one FaceMesh pass, VAD once."""
 from theval_mesh.backends.audio.backend import AudioBackend
+from theval_mesh.backends.headpose import facexformer
 from theval_mesh.backends.headpose.backend import BACKEND as HEADPOSE_BACKEND
 from theval_mesh.backends.landmarks.backend import BACKEND as LANDMARK_BACKEND
 from theval_mesh.backends.quality.backend import QualityBackend
@@ -16,15 +17,19 @@ class Engine:
         self.settings = settings
         self.audio = AudioBackend()
         self.quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=quality_store)
+        use_facexformer, _ = facexformer.choose(settings.headpose, quality_store)
+        self.headpose = facexformer.FaceXFormerHeadPose(quality_store) if use_facexformer else None
         self._provenance = None
 
     def provenance(self) -> dict:
         if self._provenance is None:
-            self._provenance = describe(self.settings, LANDMARK_BACKEND, HEADPOSE_BACKEND,
+            headpose = self.headpose.describe() if self.headpose else HEADPOSE_BACKEND
+            self._provenance = describe(self.settings, LANDMARK_BACKEND, headpose,
                                         self.audio.provenance(), self.quality.provenance())
         return self._provenance
 
     def score_video(self, path, model: str = "", on_frames=None) -> VideoResult:
         result = new_result(model, path, self.settings, self.provenance())
-        score(lambda: LocalVideo(path, self.settings, self.audio, self.quality), result, self.settings, on_frames)
+        score(lambda: LocalVideo(path, self.settings, self.audio, self.quality, self.headpose), result,
+              self.settings, on_frames)
         return result

@@ -31,6 +31,9 @@ class FrameSeries:
     global_aesthetic: list[float] = field(default_factory=list)
     face_quality: list[float] = field(default_factory=list)
     mouth_quality: list[float] = field(default_factory=list)
+    # FaceXFormer head pose (backends.headpose.facexformer), one row per used frame: pitch, yaw,
+    # roll (degrees), cx, cy (pixels), NaN where no face; None when the rigid fit estimates it.
+    head_pose: np.ndarray | None = None
 
 
 QUEUE_FRAMES = 8  # frames a stage may run ahead of the slowest one (bounds memory)
@@ -72,6 +75,37 @@ class _QualityBatches:
         if self.mouths and (final or len(self.mouths) >= full):
             self.out.mouth_quality.extend(self.backend.mouth_quality(self.mouths))
             self.mouths = []
+
+
+class _HeadPoseBatches:
+    """Each frame's face crop as it comes, the network on BATCH crops at a time (the reference's
+    batches); only the 224x224 crops wait, never the frames."""
+
+    def __init__(self, backend, cancelled=None):
+        self.backend, self.cancelled = backend, cancelled
+        self.rows: list[list[float]] = []
+        self.crops: list[np.ndarray] = []
+        self.waiting: list[int] = []  # rows whose crop waits for its batch
+
+    def add(self, index, frame: np.ndarray):
+        found = self.backend.crop(frame)
+        if found is None:
+            self.rows.append([np.nan] * 5)
+        else:
+            crop, cx, cy = found
+            self.waiting.append(len(self.rows))
+            self.rows.append([np.nan, np.nan, np.nan, cx, cy])
+            self.crops.append(crop)
+        self.flush(final=False)
+
+    def flush(self, final: bool):
+        if self.crops and (final or len(self.crops) >= self.backend.batch):
+            for row, angles in zip(self.waiting, self.backend.angles(self.crops, self.cancelled), strict=True):
+                self.rows[row][:3] = angles
+            self.crops, self.waiting = [], []
+
+    def series(self) -> np.ndarray:
+        return np.array(self.rows, dtype=np.float64).reshape(-1, 5)
 
 
 def mesh_passes(settings: RunSettings) -> dict[str, passes.MeshPass]:
@@ -141,7 +175,8 @@ def _tracking_step(tracker, series: LandmarkSeries):
 
 
 def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
-                   silent_frames=None, on_frames=None, cancelled=None) -> FrameSeries:
+                   silent_frames=None, on_frames=None, cancelled=None,
+                   headpose_backend=None) -> FrameSeries:
     """Decode the video once and feed every used frame to FaceMesh and the quality models.
 
     Each FaceMesh pass runs in its own thread on every used frame, in order (so each tracker sees
@@ -151,6 +186,8 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
     silent_frames: frame indices for the reference silent-lip pass (None: no such pass).
     on_frames(n): progress callback, called with the number of frames just decoded.
     cancelled: backends.liveness; checked per frame (None: never cancelled).
+    headpose_backend: FaceXFormer head pose (backends.headpose.facexformer), in its own thread on
+    every used frame; None: the rigid fit estimates head pose from the landmarks afterwards.
     """
     info = reader.info
     out = FrameSeries(info.width, info.height, info.fps, header_frames=info.header_frames)
@@ -176,6 +213,9 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
             mouth = single if mouth_pass == "single" else handoff[mouth_pass].get()
             batches.add(frame, mouth, single)
         workers["quality"] = _Worker("quality", quality_step)
+    if headpose_backend:
+        poses = _HeadPoseBatches(headpose_backend, cancelled)
+        workers["headpose"] = _Worker("headpose", poses.add)
     every = [n for n in workers if n != "silent_lip"]
     pipeline = _Pipeline(workers)
     try:
@@ -194,6 +234,9 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
     pipeline.check()
     if quality_backend:
         batches.flush(final=True)
+    if headpose_backend:
+        poses.flush(final=True)
+        out.head_pose = poses.series()
     out.frame_count = reader.frame_count
     return out
 

@@ -11,6 +11,8 @@ quality (may run beside head pose) -> metric math.
 import time
 from typing import Protocol
 
+import numpy as np
+
 from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import HeadPose
 from theval_mesh.backends.headpose.backend import estimate as estimate_head_pose
@@ -20,6 +22,7 @@ from theval_mesh.core.frame_pass import FrameSeries, run_frame_pass
 from theval_mesh.core.incidents import logged_internal
 from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.pure.errors import Cancelled, ServiceError, UserError, VideoError
+from theval_mesh.pure.metrics.head_motion import reference_drop_reason
 from theval_mesh.pure.metrics.profiles import REFERENCE
 from theval_mesh.pure.metrics.registry import LIP_SYNC
 from theval_mesh.pure.metrics.speech_frames import silent_frames
@@ -65,7 +68,9 @@ class VideoStages(Protocol):
     def quality(self, series: FrameSeries) -> Handle:
         """`series` with its quality scores."""
 
-    def head_pose(self, points, width: int, height: int) -> HeadPose: ...
+    def head_pose(self, series: FrameSeries, width: int, height: int) -> HeadPose:
+        """Head pose of the used frames: FaceXFormer's, gathered by the frame pass, or the rigid
+        fit of the single pass's landmarks."""
 
     def close(self):
         """Release what the video holds (called once scored or failed)."""
@@ -145,7 +150,7 @@ def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames)
         result.warnings.append(f"no face found in any of the {result.frames_used} frames used: scored as "
                                "the reference code scores it (lip and eyebrow dynamics 0.0)")
     quality = video.quality(series)
-    pose = video.head_pose(single.points, info.width, info.height)
+    pose = video.head_pose(series, info.width, info.height)
     clock.lap("head_pose")
     series = quality.result()
     clock.lap("quality")
@@ -174,6 +179,18 @@ def _frame_count_warnings(info: VideoInfo, decoded: int) -> list[str]:
     return out
 
 
+def facexformer_pose(series: FrameSeries, profile: str) -> HeadPose:
+    """HeadPose from the frame pass's FaceXFormer rows. Profile reference scores the frames the
+    reference's script reads and drops the whole video when one of them has no face
+    (pure.metrics.head_motion.reference_drop_reason); paper drops only the face-less frames."""
+    rows = series.head_pose.copy()
+    dropped = None
+    if profile == REFERENCE and len(rows) == series.frame_count:  # every frame used (stride 1)
+        n, dropped = reference_drop_reason(~np.isnan(rows[:, 0]), series.frame_count, series.header_frames)
+        rows[n:] = np.nan
+    return HeadPose(*rows.T, dropped=dropped)
+
+
 def analyse_audio(backend, audio, profile: str, cancelled=None) -> AudioSeries:
     """The audio stage on decoded audio (None: no track): empty or unusable tracks give no series."""
     if audio is None or not len(audio.samples):
@@ -184,9 +201,10 @@ def analyse_audio(backend, audio, profile: str, cancelled=None) -> AudioSeries:
 class LocalVideo:
     """The embedded stages: ONE decode feeds FaceMesh, the quality models and the audio."""
 
-    def __init__(self, path, settings: RunSettings, audio_backend, quality_backend):
+    def __init__(self, path, settings: RunSettings, audio_backend, quality_backend, headpose_backend=None):
         self.path, self.settings = path, settings
         self.audio_backend, self.quality_backend = audio_backend, quality_backend
+        self.headpose_backend = headpose_backend
         self.reader = self._reader()
         self.info = self.reader.info
         self._decoded = False
@@ -206,15 +224,17 @@ class LocalVideo:
 
     def landmarks(self, silent, on_frames=None) -> FrameSeries:
         series = run_frame_pass(self.reader, self.settings, self.quality_backend, silent_frames=silent,
-                                on_frames=on_frames)
+                                on_frames=on_frames, headpose_backend=self.headpose_backend)
         self._decoded = True
         return series
 
     def quality(self, series: FrameSeries) -> Handle:
         return Done(series)  # scored during the frame pass
 
-    def head_pose(self, points, width, height) -> HeadPose:
-        return estimate_head_pose(points, width, height)
+    def head_pose(self, series, width, height) -> HeadPose:
+        if series.head_pose is None:
+            return estimate_head_pose(series.landmarks["single"].points, width, height)
+        return facexformer_pose(series, self.settings.profile)
 
     def close(self):
         self.reader.close()

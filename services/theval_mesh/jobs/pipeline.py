@@ -100,11 +100,16 @@ def check(spec) -> str | None:
     --quality paper, a mesh that does not answer. Returns the quality notice (embedded)."""
     settings = _settings(spec)
     if spec.mesh:
+        if settings.headpose == "facexformer":
+            raise UserError("--headpose facexformer runs embedded only for now: the mesh's head-pose "
+                            "service serves the rigid fit")
         from theval_mesh.rpc.mesh_engine import MeshEngine
         MeshEngine(spec.mesh, settings).close()
         return None
+    from theval_mesh.backends.headpose.facexformer import choose
     from theval_mesh.backends.quality.backend import QualityBackend
-    return QualityBackend(mode=settings.quality, profile=settings.profile, store=spec.quality_store).notice
+    quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=spec.quality_store).notice
+    return f"{quality}\n{choose(settings.headpose, spec.quality_store)[1]}"
 
 
 def _missing(item: Item, spec) -> VideoResult:

@@ -14,6 +14,8 @@ from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.metrics.profiles import PROFILES, REFERENCE, check_profile
 
 QUALITY_MODES = ("auto", "paper", "proxy")
+# auto: FaceXFormer when its weights are in the store, else the rigid fit (as --quality auto)
+HEADPOSE_MODES = ("auto", "facexformer", "rigid-fit")
 
 
 def _setting(default, env: str, help: str, choices: tuple | None = None):
@@ -28,6 +30,10 @@ class RunSettings:
     quality: str = _setting("auto", "THEVAL_QUALITY",
                             "quality models: paper (needs weights), proxy (training-free), auto (default)",
                             QUALITY_MODES)
+    headpose: str = _setting("auto", "THEVAL_HEADPOSE",
+                             "head pose: facexformer (the reference's FaceXFormer on RetinaFace crops; needs "
+                             "weights), rigid-fit (FaceMesh landmarks, offline stand-in), auto (default: "
+                             "facexformer when its weights are present)", HEADPOSE_MODES)
     frame_stride: int = _setting(1, "THEVAL_FRAME_STRIDE", "use every Nth frame (default 1)")
     single_pass: bool = _setting(False, "THEVAL_SINGLE_PASS",
                                  "speed option: one shared FaceMesh pass for every landmark metric instead of the "
@@ -42,6 +48,8 @@ class RunSettings:
         check_profile(self.profile)
         if self.quality not in QUALITY_MODES:
             raise ValueError(f"unknown quality mode {self.quality!r}: use one of {', '.join(QUALITY_MODES)}")
+        if self.headpose not in HEADPOSE_MODES:
+            raise ValueError(f"unknown head-pose mode {self.headpose!r}: use one of {', '.join(HEADPOSE_MODES)}")
         if self.frame_stride < 1:
             raise ValueError("frame stride must be >= 1")
 

@@ -169,7 +169,8 @@ class MeshVideo:
             return series
         return self.clients.pool.submit(run)
 
-    def head_pose(self, points, width, height):
+    def head_pose(self, series, width, height):
+        points = series.landmarks["single"].points  # the mesh's head-pose service: the rigid fit
         request = headpose_pb2.HeadPoseRequest(width=width, height=height, num_points=points.shape[1])
         wire.set_array(request, "points", points)
         return wire.pose_from_proto(self._call("headpose", "Estimate", request))

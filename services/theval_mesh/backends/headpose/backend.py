@@ -32,6 +32,7 @@ class HeadPose:
     roll: np.ndarray
     cx: np.ndarray
     cy: np.ndarray
+    dropped: str | None = None  # why head motion is NaN for the whole video (a reference rule)
 
 
 def umeyama(src: np.ndarray, dst: np.ndarray):

@@ -116,8 +116,8 @@ METRIC_MODELS = {
 
 
 @dataclass(frozen=True)
-class LegacyModel:
-    """A network of a legacy metric (`theval legacy`, the paper's Table 2): its weight files only."""
+class Network:
+    """A network the store holds outside pyiqa (head pose, the legacy metrics): its files only."""
     name: str
     network: str  # its name in messages
     metrics: str  # the columns it computes
@@ -126,6 +126,23 @@ class LegacyModel:
     @property
     def main(self) -> WeightFile:
         return self.files[0]
+
+
+LegacyModel = Network  # a network of a legacy metric (`theval legacy`, the paper's Table 2)
+
+# Head pose the reference's way (Naturalness/head_motion_dynamics.py at 3603338): FaceXFormer's
+# head-pose output on the crop of the face retina-face finds. `model.pt` is the file of
+# FaceXFormer's own release (its README: huggingface kartiknarayan/facexformer, ckpts/model.pt);
+# `retinaface.h5` the one retina-face 0.0.17 downloads (retinaface/model/retinaface_model.py:58).
+# Nobody publishes a checksum for either: `verify` reports them "unverified".
+HEADPOSE_MODELS = {m.name: m for m in (
+    Network("facexformer", "FaceXFormer + RetinaFace", "head motion", (
+        WeightFile("model.pt", "https://huggingface.co/kartiknarayan/facexformer/resolve/main/ckpts/model.pt",
+                   None, "main"),
+        WeightFile("retinaface.h5",
+                   "https://github.com/serengil/deepface_models/releases/download/v1.0/retinaface.h5",
+                   None, "detector"))),
+)}
 
 
 # In the same store, but apart from MODELS: the quality backend never loads them, and `theval
@@ -147,10 +164,11 @@ LEGACY_MODELS = {m.name: m for m in (
 )}
 
 
-def model(name: str) -> QualityModel | LegacyModel:
-    """A quality model or a legacy metric's network, by name (the weights store knows both)."""
+def model(name: str) -> QualityModel | Network:
+    """A quality model, the head-pose network or a legacy metric's network, by name (the weights
+    store knows them all)."""
     try:
-        return MODELS.get(name) or LEGACY_MODELS[name]
+        return MODELS.get(name) or HEADPOSE_MODELS.get(name) or LEGACY_MODELS[name]
     except KeyError:
-        known = ", ".join([*MODELS, *LEGACY_MODELS])
+        known = ", ".join([*MODELS, *HEADPOSE_MODELS, *LEGACY_MODELS])
         raise UserError(f"unknown model {name!r}; known: {known}") from None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from theval_mesh.backends.checksum import sha256_file
-from theval_mesh.backends.quality.registry import MODELS, WeightFile
+from theval_mesh.backends.quality.registry import HEADPOSE_MODELS, MODELS, WeightFile
 from theval_mesh.backends.quality.registry import model as get_model
 from theval_mesh.pure.errors import UserError
 
@@ -85,7 +85,8 @@ class FileRow:
 
 
 def _models(models) -> list:
-    return [get_model(n) for n in models] if models else list(MODELS.values())
+    """The named models, else the default run's: the quality models and the head-pose network."""
+    return [get_model(n) for n in models] if models else [*MODELS.values(), *HEADPOSE_MODELS.values()]
 
 
 def _files(models) -> list[tuple[str, WeightFile]]:

@@ -15,7 +15,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16theval/v1/common.proto\x12\ttheval.v1\"6\n\x08VideoRef\x12\r\n\x03uri\x18\x01 \x01(\tH\x00\x12\x11\n\x07\x63ontent\x18\x02 \x01(\x0cH\x00\x42\x08\n\x06source\"\x90\x01\n\x0bRunSettings\x12\x0f\n\x07profile\x18\x01 \x01(\t\x12\x0f\n\x07quality\x18\x02 \x01(\t\x12\x14\n\x0c\x66rame_stride\x18\x03 \x01(\x05\x12\x1d\n\x15normalise_translation\x18\x05 \x01(\x08\x12\x13\n\x0bsingle_pass\x18\x06 \x01(\x08J\x04\x08\x04\x10\x05R\x0f\x65xact_reference\"m\n\tVideoInfo\x12\r\n\x05width\x18\x01 \x01(\x05\x12\x0e\n\x06height\x18\x02 \x01(\x05\x12\x0b\n\x03\x66ps\x18\x03 \x01(\x01\x12\x12\n\nduration_s\x18\x04 \x01(\x01\x12\x11\n\thas_audio\x18\x05 \x01(\x08\x12\r\n\x05\x63odec\x18\x06 \x01(\t\"\\\n\x0eLandmarkSeries\x12\x11\n\tpass_name\x18\x01 \x01(\t\x12\x12\n\nnum_points\x18\x02 \x01(\x05\x12\x13\n\x0b\x66rame_index\x18\x03 \x03(\x03\x12\x0e\n\x06points\x18\x04 \x03(\x02\";\n\x0f\x44\x65scribeRequest\x12(\n\x08settings\x18\x01 \x01(\x0b\x32\x16.theval.v1.RunSettings\"<\n\x10\x44\x65scribeResponse\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x17\n\x0fprovenance_json\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16theval/v1/common.proto\x12\ttheval.v1\"6\n\x08VideoRef\x12\r\n\x03uri\x18\x01 \x01(\tH\x00\x12\x11\n\x07\x63ontent\x18\x02 \x01(\x0cH\x00\x42\x08\n\x06source\"\xa2\x01\n\x0bRunSettings\x12\x0f\n\x07profile\x18\x01 \x01(\t\x12\x0f\n\x07quality\x18\x02 \x01(\t\x12\x14\n\x0c\x66rame_stride\x18\x03 \x01(\x05\x12\x1d\n\x15normalise_translation\x18\x05 \x01(\x08\x12\x13\n\x0bsingle_pass\x18\x06 \x01(\x08\x12\x10\n\x08headpose\x18\x07 \x01(\tJ\x04\x08\x04\x10\x05R\x0f\x65xact_reference\"m\n\tVideoInfo\x12\r\n\x05width\x18\x01 \x01(\x05\x12\x0e\n\x06height\x18\x02 \x01(\x05\x12\x0b\n\x03\x66ps\x18\x03 \x01(\x01\x12\x12\n\nduration_s\x18\x04 \x01(\x01\x12\x11\n\thas_audio\x18\x05 \x01(\x08\x12\r\n\x05\x63odec\x18\x06 \x01(\t\"\\\n\x0eLandmarkSeries\x12\x11\n\tpass_name\x18\x01 \x01(\t\x12\x12\n\nnum_points\x18\x02 \x01(\x05\x12\x13\n\x0b\x66rame_index\x18\x03 \x03(\x03\x12\x0e\n\x06points\x18\x04 \x03(\x02\";\n\x0f\x44\x65scribeRequest\x12(\n\x08settings\x18\x01 \x01(\x0b\x32\x16.theval.v1.RunSettings\"<\n\x10\x44\x65scribeResponse\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x17\n\x0fprovenance_json\x18\x02 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -25,13 +25,13 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _globals['_VIDEOREF']._serialized_start=37
   _globals['_VIDEOREF']._serialized_end=91
   _globals['_RUNSETTINGS']._serialized_start=94
-  _globals['_RUNSETTINGS']._serialized_end=238
-  _globals['_VIDEOINFO']._serialized_start=240
-  _globals['_VIDEOINFO']._serialized_end=349
-  _globals['_LANDMARKSERIES']._serialized_start=351
-  _globals['_LANDMARKSERIES']._serialized_end=443
-  _globals['_DESCRIBEREQUEST']._serialized_start=445
-  _globals['_DESCRIBEREQUEST']._serialized_end=504
-  _globals['_DESCRIBERESPONSE']._serialized_start=506
-  _globals['_DESCRIBERESPONSE']._serialized_end=566
+  _globals['_RUNSETTINGS']._serialized_end=256
+  _globals['_VIDEOINFO']._serialized_start=258
+  _globals['_VIDEOINFO']._serialized_end=367
+  _globals['_LANDMARKSERIES']._serialized_start=369
+  _globals['_LANDMARKSERIES']._serialized_end=461
+  _globals['_DESCRIBEREQUEST']._serialized_start=463
+  _globals['_DESCRIBEREQUEST']._serialized_end=522
+  _globals['_DESCRIBERESPONSE']._serialized_start=524
+  _globals['_DESCRIBERESPONSE']._serialized_end=584
 # @@protoc_insertion_point(module_scope)
