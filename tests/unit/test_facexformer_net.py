@@ -90,8 +90,8 @@ def test_the_stand_in_values_are_reproducible(state):
 def test_the_written_files_load_without_pickled_code(tmp_path, state):
     from torchvision.models import swin_b
 
-    marker = stand_in.write(tmp_path, 0, models=(), headpose=True)
-    assert set(marker["files"]) == {stand_in.FACEXFORMER, stand_in.SWIN_B}
+    marker = stand_in.write(tmp_path, 0, models=(), reference_extras=True, headpose=True)
+    assert set(marker["files"]) == {stand_in.FACEXFORMER, stand_in.SWIN_B, stand_in.RETINAFACE_H5}
     assert marker["files"][stand_in.FACEXFORMER]["values_sha256"] == stand_in.values_digest(state)
     fx.load(tmp_path / stand_in.FACEXFORMER)  # weights_only=True, strict
     swin = torch.load(tmp_path / stand_in.SWIN_B, weights_only=True)

@@ -72,6 +72,28 @@ NORMS = ("BatchNorm", "LayerNorm", "GroupNorm", "InstanceNorm", "FrozenBatchNorm
 RESIDUAL_CLOSERS = ("bn3", "downsample.1")
 
 
+# The rules, by the role a tensor plays (the module docstring): every generator maps its tensors
+# to these roles, so the torch checkpoints and the Keras HDF5 file follow one set of rules.
+def rule_value(seed: int, name: str, role: str, shape) -> np.ndarray:
+    """role: 'zeros', 'ones', 'closer' (the weight of a norm closing a residual branch, 0.2),
+    'he' (std sqrt(2 / fan_in)), 'he_closer' (a conv closing a residual branch with no norm
+    after it, as pre-activation ResNets have: He x 0.2), 'head' (std 1 / sqrt(fan_in)), 'bare'
+    (std 0.02). fan_in is the product of all dimensions but the FIRST (torch's (out, in, kh, kw))."""
+    shape = tuple(shape)
+    if role == "zeros":
+        return np.zeros(shape, np.float32)
+    if role == "ones":
+        return np.ones(shape, np.float32)
+    if role == "closer":
+        return np.full(shape, 0.2, np.float32)
+    if role in ("he", "he_closer", "head"):
+        std = ((1.0 if role == "head" else 2.0) / _fan_in(shape)) ** 0.5
+        return _normal(seed, name, shape, std * (0.2 if role == "he_closer" else 1.0))
+    if role == "bare":
+        return _normal(seed, name, shape, 0.02)
+    raise ValueError(role)
+
+
 def seeded_state(net, seed: int, last_linear: tuple[str, ...] = ()) -> dict:
     """{name: numpy array} for every entry of net.state_dict(), by the rules above.
     last_linear: module names whose weight gets std 1/sqrt(fan_in) (score heads)."""
@@ -91,23 +113,20 @@ def seeded_state(net, seed: int, last_linear: tuple[str, ...] = ()) -> dict:
                     out[name] = tensor.detach().cpu().numpy().copy()
                 continue
             if pname == "num_batches_tracked":
-                value = np.zeros(shape, np.int64)
-            elif pname == "running_mean" or (pname == "bias" and kind.startswith(NORMS)):
-                value = np.zeros(shape, np.float32)
+                out[name] = np.zeros(shape, np.int64)
+                continue
+            if pname == "running_mean" or pname == "bias":
+                role = "zeros"
             elif pname == "running_var":
-                value = np.ones(shape, np.float32)
+                role = "ones"
             elif pname == "weight" and kind.startswith(NORMS):
-                closer = any(mod_name.endswith(c) for c in RESIDUAL_CLOSERS)
-                value = np.full(shape, 0.2 if closer else 1.0, np.float32)
-            elif pname == "bias":
-                value = np.zeros(shape, np.float32)
+                role = "closer" if any(mod_name.endswith(c) for c in RESIDUAL_CLOSERS) else "ones"
             elif pname == "weight" and isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear,
                                                         torch.nn.Conv1d)):
-                gain = 1.0 if mod_name in last_linear else 2.0
-                value = _normal(seed, name, shape, (gain / _fan_in(shape)) ** 0.5)
+                role = "head" if mod_name in last_linear else "he"
             else:  # bare parameters: embeddings, tokens, relative position tables
-                value = _normal(seed, name, shape, 0.02)
-            out[name] = value
+                role = "bare"
+            out[name] = rule_value(seed, name, role, shape)
     missing = set(net.state_dict()) - set(out)
     if missing:
         raise AssertionError(f"stand-in rules left {sorted(missing)[:3]} unfilled")
@@ -197,6 +216,110 @@ def swin_b_state(seed: int, facexformer: dict) -> dict:
     return state
 
 
+# ---------------------------------------------------------------------------- retina-face (Keras)
+RETINAFACE_H5 = "retinaface.h5"  # retina-face 0.0.17 reads $DEEPFACE_HOME/.deepface/weights/<this>
+# The stride-32 face head, calibrated once on the parity clips' first frames (the network is
+# positively homogeneous: no biases before the heads, so its features scale with the pixels):
+# RETINAFACE_CONTENT is the std of the (positive) face-logit weights, RETINAFACE_BOX/POINTS those of
+# the box and landmark deltas' weights. See retinaface_keras_state.
+RETINAFACE_FACE_BIAS = -2.0  # p(face) 0.12 with no response: a black frame gives no face
+RETINAFACE_CONTENT = 5.5e-5
+RETINAFACE_BOX = 4e-6
+RETINAFACE_POINTS = 4e-6
+
+
+def retinaface_keras_state(seed: int) -> dict:
+    """{layer: {weight: array}} for retina-face's Keras network, shapes as Keras stores them
+    (kernels (kh, kw, in, out)), by the rules (`rule_value`; a kernel's fan_in is kh*kw*in), with
+    the residual branches closed by conv3 ('he_closer': this ResNet is pre-activation, no norm
+    after conv3) and designed CONTENT-PRIOR heads (a random-number network cannot find faces):
+      - strides 16 and 8: face logits -12 below background, zero weights: they never fire;
+      - stride 32, anchor 1 (256 px): likewise never fires; anchor 0 (512 px): face logit =
+        logit(0.8) + a content part with POSITIVE weights on the (non-negative, post-ReLU)
+        features: a frame with no response (a black frame: every feature 0) scores 0.8 < 0.9 and
+        gives no face; on a picture the anchors whose receptive field responds most pass 0.9,
+        and face_1 is the strongest of them: it moves with the picture, frame to frame;
+      - boxes: the anchor's own (bias 0) plus a small content-dependent shift; landmarks: five
+        points around the anchor centre (eyes, nose, mouth corners) plus a small shift.
+    On the parity clips (1024 px after the upscale) 60-300 of the 2,048 stride-32 anchors pass 0.9
+    and 2-10 faces survive NMS, so the package's pure-Python NMS stays fast (random heads pass
+    ~half of the 43,008 anchors). face_1 is where the features respond most, which is NOT always
+    the face (a centre prior needs the position, which this fully convolutional network only sees
+    near the zero-padded borders)."""
+    from theval_mesh.pure import retinaface as rf
+
+    out = {}
+    for layer, kind, shape in rf.layers():
+        weights = {}
+        for w in rf.WEIGHTS[kind]:
+            name = f"{layer}/{w}"
+            if w == "kernel":
+                torch_shape = (shape[3], shape[2], shape[0], shape[1])  # the fan_in convention
+                role = "he_closer" if layer.endswith("_conv3") else "he"
+                weights[w] = rule_value(seed, name, role, torch_shape).transpose(2, 3, 1, 0).copy()
+            else:
+                role = {"bias": "zeros", "beta": "zeros", "moving_mean": "zeros",
+                        "gamma": "ones", "moving_variance": "ones"}[w]
+                weights[w] = rule_value(seed, name, role, shape[-1:])
+        out[layer] = weights
+    points = np.array([-1.8, -1.2, 1.8, -1.2, 0.0, 0.6, -1.4, 2.2, 1.4, 2.2], np.float32) * 0.1
+    for stride in rf.STRIDES:
+        cls, box, lmk = (out[f"face_rpn_{h}_stride{stride}"] for h in ("cls_score", "bbox_pred",
+                                                                       "landmark_pred"))
+        cls["kernel"][:] = 0.0
+        cls["bias"][:] = np.array([0.0, 0.0, -12.0, -12.0], np.float32)  # bg a0, a1, face a0, a1
+        for head, std in ((box, RETINAFACE_BOX), (lmk, RETINAFACE_POINTS)):
+            if stride == 32:  # a small content-dependent part (the He values, rescaled)
+                head["kernel"] *= np.float32(std / (2.0 / 512) ** 0.5)
+            else:
+                head["kernel"][:] = 0.0
+        lmk["bias"][:] = np.tile(points, 2)  # in anchor widths around its centre (post:200-201)
+    cls = out["face_rpn_cls_score_stride32"]
+    name = "face_rpn_cls_score_stride32/kernel"
+    cls["kernel"][0, 0, :, 2] = np.abs(_normal(seed, name + "/face", (512,), RETINAFACE_CONTENT))
+    cls["bias"][2] = np.float32(RETINAFACE_FACE_BIAS)
+    return out
+
+
+def write_keras_h5(path: Path, state: dict, keras_version: str = "2.17.0") -> None:
+    """The HDF5 layout tf_keras `Model.save_weights(path.h5)` writes (legacy h5 format): root attrs
+    backend, keras_version, layer_names; a group per layer with attr weight_names
+    ('<layer>/<weight>:0') and its datasets under those names. Only weighted layers are listed
+    (load_weights matches weighted layers in order and ignores the others)."""
+    import h5py
+
+    from theval_mesh.pure import retinaface as rf
+
+    text = h5py.string_dtype()
+    with h5py.File(path, "w", track_order=False) as f:
+        f.attrs["backend"] = "tensorflow"
+        f.attrs["keras_version"] = keras_version
+        names = [layer for layer, _, _ in rf.layers()]
+        f.attrs["layer_names"] = np.array(names, dtype=text)
+        for layer in names:
+            group = f.create_group(layer)
+            wnames = [f"{layer}/{w}:0" for w in state[layer]]
+            group.attrs["weight_names"] = np.array(wnames, dtype=text)
+            for wname, value in zip(wnames, state[layer].values()):
+                group.create_dataset(wname, data=np.asarray(value, np.float32))
+
+
+def keras_values_digest(state: dict) -> str:
+    return values_digest({f"{layer}/{w}": v for layer, ws_ in state.items() for w, v in ws_.items()})
+
+
+def write_retinaface(store: Path, seed: int, written: dict | None = None) -> Path:
+    """The stand-in retinaface.h5 into `store`; records it in `written` (the marker's files)."""
+    state = retinaface_keras_state(seed)
+    path = Path(store) / RETINAFACE_H5
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_keras_h5(path, state)
+    if written is not None:
+        written[RETINAFACE_H5] = {"values_sha256": keras_values_digest(state),
+                                  "sha256": sha256_file(path)}
+    return path
+
+
 # ---------------------------------------------------------------------------- writers
 def _pyiqa_nets():
     """(file name, weight key, network, last linear layers) of every pyiqa checkpoint."""
@@ -224,10 +347,12 @@ def _pyiqa_nets():
 
 def write(store: Path, seed: int = 0, models=None, reference_extras: bool = False,
           headpose: bool = False) -> dict:
-    """Write the stand-in files of `models` (default: every quality model; () none) into `store`
-    and the STAND-IN.json marker; returns the marker's content. reference_extras: also the timm
-    ResNet-50 init the reference's pyiqa 0.1.13 reads (`TIMM_RESNET50`, safetensors). headpose:
-    also FaceXFormer's `model.pt` and its Swin-B init `swin_b-68c6b09e.pth`."""
+    """Write the stand-in files of `models` (default: every quality model; () for none) into `store`
+    and the STAND-IN.json marker; returns the marker's content. reference_extras: also the files
+    only the reference's code reads: the timm ResNet-50 init of its pyiqa 0.1.13 (`TIMM_RESNET50`,
+    safetensors) and, with headpose, torchvision's Swin-B init FaceXFormer's constructor reads
+    (`SWIN_B`). headpose: also FaceXFormer's `model.pt` and retina-face 0.0.17's Keras weights
+    (`RETINAFACE_H5`, HDF5)."""
     import torch
     from facexlib.parsing.parsenet import ParseNet
 
@@ -246,7 +371,7 @@ def write(store: Path, seed: int = 0, models=None, reference_extras: bool = Fals
         torch.save({wrap: tensors} if wrap else tensors, path)
         written[name] = {"values_sha256": values_digest(state), "sha256": sha256_file(path)}
 
-    for qmodel, net, last in _pyiqa_nets():
+    for qmodel, net, last in (_pyiqa_nets() if models is None or len(models) else ()):
         if models is not None and qmodel.name not in models:
             continue
         state = seeded_state(net, seed, last)
@@ -267,7 +392,9 @@ def write(store: Path, seed: int = 0, models=None, reference_extras: bool = Fals
 
         state = facexformer_state(seed)
         save(FACEXFORMER, state, CHECKPOINT_KEY)
-        save(SWIN_B, swin_b_state(seed, state))
+        if reference_extras:
+            save(SWIN_B, swin_b_state(seed, state))
+        write_retinaface(store, seed, written)
     marker = {"generator": GENERATOR, "seed": seed, "files": written}
     old = read_marker(store)
     if old and old.get("seed") == seed:

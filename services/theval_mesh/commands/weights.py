@@ -30,10 +30,8 @@ def register(subparsers) -> None:
         if name == "stand-in":
             a.add_argument("--seed", type=int, default=0, help="numpy seed (default 0)")
             a.add_argument("--reference-extras", action="store_true",
-                           help="also the timm ResNet-50 init the reference's pyiqa 0.1.13 reads")
-            a.add_argument("--headpose", action="store_true",
-                           help="also FaceXFormer's model.pt and its Swin-B init swin_b-68c6b09e.pth "
-                                "(the reference's head-pose network)")
+                           help="also the files only the reference's code reads (the timm ResNet-50 "
+                                "init of its pyiqa 0.1.13, FaceXFormer's Swin-B init)")
         if name not in ("fetch", "stand-in"):
             a.add_argument("--json", action="store_true", help="print one JSON object (store, files) instead")
         if name == "verify":
@@ -71,7 +69,9 @@ def run(args) -> int:
         return EXIT_OK
     if args.weights_action == "stand-in":
         from theval_mesh.backends import stand_in
-        marker = stand_in.write(store, args.seed, args.model, args.reference_extras, args.headpose)
+        named = args.model or [*MODELS, *HEADPOSE_MODELS]
+        marker = stand_in.write(store, args.seed, [m for m in named if m in MODELS],
+                                args.reference_extras, headpose=any(m in HEADPOSE_MODELS for m in named))
         print(f"wrote {len(marker['files'])} stand-in file(s) (seed {args.seed}) to {store}; their "
               "scores mean nothing, `theval weights verify` refuses them and results name them "
               f"{ws.stand_in_label(args.seed)}")
