@@ -19,9 +19,9 @@ import skimage.transform
 import torch
 from common import best_of
 
-from theval_mesh.backends.quality import weights_store as ws
+from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.quality.local_models import LocalModels
-from theval_mesh.backends.quality.registry import MODELS
+from theval_mesh.backends.weights.registry import MODELS
 from theval_mesh.rpc.triton.client import TritonClient, TritonModels
 from theval_mesh.rpc.triton.repository import MODELS as TRITON_MODELS
 from theval_mesh.rpc.triton.repository import TRITON_NAME, default_repository

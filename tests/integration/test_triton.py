@@ -15,8 +15,8 @@ from mesh_support import free_port, scrape, wait_in_flight
 from theval_mesh.backends.audio.backend import AudioBackend, load_vad_model, speech_probabilities
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.backends.quality import QualityBackend
-from theval_mesh.backends.quality import weights_store as ws
-from theval_mesh.backends.quality.registry import MODELS as QUALITY_MODELS
+from theval_mesh.backends.weights import store as ws
+from theval_mesh.backends.weights.registry import MODELS as QUALITY_MODELS
 from theval_mesh.core.frame_pass import run_frame_pass
 from theval_mesh.pure.errors import ServiceError, WeightsMissing
 from theval_mesh.pure.settings import RunSettings as Settings

@@ -2,7 +2,7 @@
 retinaface.h5, for tests/unit/test_retinaface_net.py (which runs our torch detector, no TensorFlow).
 
 Run with the venv that has retina-face 0.0.17, TensorFlow 2.17 and tf_keras 2.17:
-    PYTHONPATH=$PWD/services python -c "from theval_mesh.backends.quality import stand_in; \
+    PYTHONPATH=$PWD/services python -c "from theval_mesh.backends import stand_in; \
         stand_in.write_retinaface('/tmp/rf-store', 0)"          # in OUR venv
     /work/oracle/models-venv/bin/python tests/reference_tools/retinaface_reference.py /tmp/rf-store/retinaface.h5
 It decodes the first FRAMES frames of each clip with OpenCV, converts BGR->RGB as the reference

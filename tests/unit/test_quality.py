@@ -7,8 +7,8 @@ import skimage.measure
 import skimage.transform
 
 from theval_mesh.backends.quality import QualityBackend, inference, proxy
-from theval_mesh.backends.quality import weights_store as ws
-from theval_mesh.backends.quality.registry import METRIC_MODELS, MODELS
+from theval_mesh.backends.weights import store as ws
+from theval_mesh.backends.weights.registry import METRIC_MODELS, MODELS
 from theval_mesh.pure.errors import UserError, WeightsMissing
 from theval_mesh.pure.metrics.quality import MOUTH_BATCH, pad_to_batch
 

@@ -8,17 +8,14 @@ import json
 import time
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
-pytest.importorskip("h5py")
-pytest.importorskip("torch")
-cv2 = pytest.importorskip("cv2")
-
-from theval_mesh.backends.checksum import sha256_file  # noqa: E402
-from theval_mesh.backends.headpose.retinaface_net import RetinaFaceDetector  # noqa: E402
-from theval_mesh.backends.quality import stand_in  # noqa: E402
-from theval_mesh.pure import retinaface as rf  # noqa: E402
+from theval_mesh.backends import stand_in
+from theval_mesh.backends.checksum import sha256_file
+from theval_mesh.backends.headpose.retinaface_net import RetinaFaceDetector
+from theval_mesh.pure import retinaface as rf
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = json.loads((ROOT / "tests/data/parity/models/retinaface_reference.json").read_text())

@@ -45,7 +45,7 @@ def test_the_table_is_every_field_of_run_settings_and_of_the_proto():
     assert set(names) == set(common_pb2.RunSettings.DESCRIPTOR.fields_by_name) == set(RunSettings().key())
     assert [s.name for s in LIMIT_SETTINGS] == ["max_side_px", "max_duration_s"]
     assert {s.env for s in SETTINGS + LIMIT_SETTINGS} == {
-        "THEVAL_PROFILE", "THEVAL_QUALITY", "THEVAL_FRAME_STRIDE", "THEVAL_SINGLE_PASS",
+        "THEVAL_PROFILE", "THEVAL_QUALITY", "THEVAL_HEADPOSE", "THEVAL_FRAME_STRIDE", "THEVAL_SINGLE_PASS",
         "THEVAL_NORMALISE_TRANSLATION", "THEVAL_MAX_SIDE_PX", "THEVAL_MAX_DURATION_S"}
     assert RunSettings() == RunSettings(**{s.name: s.default for s in SETTINGS})
 

@@ -5,7 +5,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from theval_mesh.backends.quality.registry import MODELS as QUALITY_MODELS
+from theval_mesh.backends.weights.registry import MODELS as QUALITY_MODELS
 from theval_mesh.rpc.triton import repository
 
 ROOT = Path(__file__).resolve().parents[2] / "triton_models"

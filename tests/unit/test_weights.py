@@ -5,12 +5,12 @@ import inspect
 
 import pytest
 
-from theval_mesh.backends.quality import weights_store as ws
-from theval_mesh.backends.quality.registry import MODELS, QualityModel, WeightFile
+from theval_mesh.backends.weights import store as ws
+from theval_mesh.backends.weights.registry import HEADPOSE_MODELS, MODELS, QualityModel, WeightFile
 from theval_mesh.commands import weights as weights_command
 from theval_mesh.pure.errors import UserError
 
-ALL_FILES = [f.name for m in MODELS.values() for f in m.files]
+ALL_FILES = [f.name for m in [*MODELS.values(), *HEADPOSE_MODELS.values()] for f in m.files]
 
 
 def run_cli(argv):

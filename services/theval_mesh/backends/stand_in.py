@@ -46,8 +46,8 @@ from pathlib import Path
 import numpy as np
 
 from theval_mesh.backends.checksum import sha256_file
-from theval_mesh.backends.quality import weights_store as ws
-from theval_mesh.backends.quality.weights_store import MARKER, read_marker
+from theval_mesh.backends.weights import store as ws
+from theval_mesh.backends.weights.store import MARKER, read_marker
 from theval_mesh.pure.errors import UserError
 
 GENERATOR = "theval stand-in weights v1"
@@ -327,7 +327,7 @@ def _pyiqa_nets():
     from pyiqa.archs.musiq_arch import MUSIQ
     from pyiqa.default_model_configs import DEFAULT_CONFIGS
 
-    from theval_mesh.backends.quality.registry import MODELS
+    from theval_mesh.backends.weights.registry import MODELS
 
     for name, qmodel in MODELS.items():
         opts = {**DEFAULT_CONFIGS[name]["metric_opts"], **qmodel.create_kwargs, "pretrained": False}

@@ -2,8 +2,8 @@
 import json
 from dataclasses import asdict
 
-from theval_mesh.backends.quality import weights_store as ws
-from theval_mesh.backends.quality.registry import HEADPOSE_MODELS, LEGACY_MODELS, MODELS
+from theval_mesh.backends.weights import store as ws
+from theval_mesh.backends.weights.registry import HEADPOSE_MODELS, LEGACY_MODELS, MODELS
 from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_OK
 
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from theval_mesh.backends.checksum import sha256_file
 from theval_mesh.backends.liveness import check
-from theval_mesh.backends.quality import weights_store as ws
-from theval_mesh.backends.quality.registry import HEADPOSE_MODELS
+from theval_mesh.backends.weights import store as ws
+from theval_mesh.backends.weights.registry import HEADPOSE_MODELS
 from theval_mesh.pure.errors import WeightsMissing
 
 NAME = "facexformer"

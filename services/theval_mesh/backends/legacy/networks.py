@@ -7,8 +7,8 @@ and the columns still say why they are empty. Nothing here touches the network.
 from pathlib import Path
 
 from theval_mesh.backends.checksum import sha256_file
-from theval_mesh.backends.quality import weights_store as ws
-from theval_mesh.backends.quality.registry import LEGACY_MODELS
+from theval_mesh.backends.weights import store as ws
+from theval_mesh.backends.weights.registry import LEGACY_MODELS
 from theval_mesh.pure.errors import WeightsMissing
 
 

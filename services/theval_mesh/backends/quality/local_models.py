@@ -3,9 +3,9 @@ import threading
 
 import numpy as np
 
-from theval_mesh.backends.quality import weights_store as ws
+from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.quality.inference import score
-from theval_mesh.backends.quality.registry import MODELS
+from theval_mesh.backends.weights.registry import MODELS
 
 
 def missing_weights_reason(store, missing: list[str]) -> str:

@@ -22,7 +22,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from theval_mesh.backends.quality.registry import QualityModel
+from theval_mesh.backends.weights.registry import QualityModel
 from theval_mesh.pure.errors import UserError, WeightsMissing
 
 _BUILD_LOCK = threading.Lock()

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from theval_mesh.backends.checksum import sha256_file
-from theval_mesh.backends.quality.registry import HEADPOSE_MODELS, MODELS, WeightFile
-from theval_mesh.backends.quality.registry import model as get_model
+from theval_mesh.backends.weights.registry import HEADPOSE_MODELS, MODELS, WeightFile
+from theval_mesh.backends.weights.registry import model as get_model
 from theval_mesh.pure.errors import UserError
 
 MANIFEST = "SHA256SUMS"
