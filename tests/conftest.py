@@ -51,6 +51,14 @@ def fake_store(tmp_path_factory):
     return write_fake_store(tmp_path_factory.mktemp("fake-weights"))
 
 
+@pytest.fixture(scope="session")
+def headpose_store(tmp_path_factory):
+    """FAKE head-pose weights (see fake_weights.py): the stand-in FaceXFormer model.pt and
+    retina-face retinaface.h5 only (a store where `--headpose auto` picks FaceXFormer)."""
+    from fake_weights import write_fake_store
+    return write_fake_store(tmp_path_factory.mktemp("fake-headpose-weights"), (), headpose=True)
+
+
 def pytest_collection_modifyitems(config, items):
     """The container tests last: their images build in the background meanwhile."""
     from container_support import is_container_test

@@ -13,11 +13,12 @@ from theval_mesh.backends import stand_in
 SEED = 0
 
 
-def write_fake_store(store: Path, models=None) -> Path:
-    """The stand-in files of `models` (default: every model) in `store`, without the network."""
+def write_fake_store(store: Path, models=None, headpose: bool = False) -> Path:
+    """The stand-in files of `models` (default: every quality model; () none) and, with headpose,
+    of the head-pose networks (FaceXFormer, retina-face) in `store`, without the network."""
     attempts = []
     with pytest.MonkeyPatch.context() as mp:
         block_network(mp, attempts)
-        stand_in.write(store, SEED, models)
+        stand_in.write(store, SEED, models, headpose=headpose)
     assert not attempts, "writing the stand-in weights touched the network"
     return store

@@ -12,9 +12,11 @@ from parity_set import clip
 
 DIR = PARITY_DIR / "models"
 SEED = 0
-# model_oracle.csv's metric column -> our results' metric key
-METRICS = {"global_aesthetic": "global_aesthetic", "mouth_quality": "mouth_quality",
-           "face_quality": "face_quality"}
+# model_oracle{tag}.csv's metric column -> our results' metric key, per set: "" the quality
+# scripts, "_head_motion" Naturalness/head_motion_dynamics.py (same clips and frames)
+METRICS = {"": {"global_aesthetic": "global_aesthetic", "mouth_quality": "mouth_quality",
+                "face_quality": "face_quality"},
+           "_head_motion": {"head_motion_dynamics": "head_motion"}}
 
 
 def oracle(tag: str) -> dict[tuple[str, str], dict]:
