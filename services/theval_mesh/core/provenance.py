@@ -65,6 +65,8 @@ def published_gt_blockers(s: RunSettings, vad: str, quality: dict, headpose: str
         out.append(f"training-free proxy for {', '.join(proxies)}: the published figures come from "
                    "the quality models (put their weights in the store: `theval weights status`)")
     stand_ins = sorted(m for m, d in quality["quality"].items() if " weights: stand-in:" in str(d))
+    if "stand-in:" in headpose:
+        stand_ins.append("head pose")
     if stand_ins:
         out.append(f"deterministic stand-in weights for {', '.join(stand_ins)}: their scores mean "
                    "nothing (`theval weights verify`)")
