@@ -46,7 +46,8 @@ def _relative(ours: float, ref: float) -> float:
 
 
 def _evaluate(clips_dir: Path, out: Path, *options) -> dict:
-    """Our results per clip of `theval evaluate --profile reference` (read from the run's store)."""
+    """Our results per clip of `theval evaluate --profile reference` on every clip of clips_dir
+    (read from the run's store)."""
     run = subprocess.run([THEVAL, "evaluate", "--gt", str(clips_dir), "--out", str(out), "--inline",
                           "--quiet", "--profile", "reference", *options],
                          capture_output=True, text=True, timeout=1500)
@@ -59,7 +60,8 @@ def _evaluate(clips_dir: Path, out: Path, *options) -> dict:
         results = {Path(r.video).stem: r for r in store.results(job.id)}
     finally:
         store.close()
-    assert set(results) == set(clips(TAG)) and all(r.status == "ok" for r in results.values())
+    assert set(results) == {p.stem for p in clips_dir.glob("*.mp4")}
+    assert all(r.status == "ok" for r in results.values())
     return results
 
 
@@ -68,7 +70,7 @@ def _compare(results: dict, tag: str) -> None:
     expected, report = oracle(tag), []
     for metric, key in METRICS[tag].items():
         diffs = [_relative(results[name].metrics[key], float(expected[(name, metric)]["full"]))
-                 for name in clips(tag)]
+                 for name in results]
         report.append(f"{metric}: median {np.median(diffs):.5%} max {max(diffs):.5%}")
         assert np.median(diffs) <= 0.005 and max(diffs) <= 0.02, report
     print("; ".join(report))
@@ -91,8 +93,13 @@ def test_quality_metrics_match_the_reference_scripts_on_stand_in_weights(cut_cli
 def test_head_motion_matches_the_reference_script_with_facexformer(cut_clips, headpose_store,
                                                                     tmp_path):
     """The quality models are the labelled proxy here (their parity is the test above): this run
-    is about head pose, the reference's way."""
-    results = _evaluate(cut_clips, tmp_path / "out", "--quality", "proxy", "--headpose",
+    is about head pose, the reference's way. Half of the clips (one of each face), for CI's time:
+    the detector at the reference's 1024 px upscale costs about a second per frame on 2 cores."""
+    half = tmp_path / "clips"
+    half.mkdir()
+    for name in clips(TAG)[::2]:
+        (half / f"{name}.mp4").symlink_to(cut_clips / f"{name}.mp4")
+    results = _evaluate(half, tmp_path / "out", "--quality", "proxy", "--headpose",
                         "facexformer", "--weights-store", str(headpose_store))
     _compare(results, "_head_motion")
     for r in results.values():  # FaceXFormer's angles move from frame to frame on the stand-ins

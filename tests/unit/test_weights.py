@@ -182,3 +182,14 @@ def test_cli_status_prints_the_table(tmp_path, capsys):
 def test_cli_rejects_unknown_models(tmp_path):
     with pytest.raises(SystemExit):
         run_cli(["weights", "status", "--store", str(tmp_path), "--model", "nima"])
+
+
+def test_verify_never_accepts_stand_in_weights(fake_store, headpose_store, capsys):
+    for store, models in ((fake_store, ["topiq_iaa", "musiq", "topiq_nr-face"]),
+                          (headpose_store, ["facexformer"])):
+        rows = ws.verify(store, models)
+        assert rows and {r.state for r in rows} == {"stand-in"}
+        assert all(r.stand_in_seed == 0 and "not the published file" in r.detail for r in rows)
+        assert run_cli(["weights", "verify", "--store", str(store),
+                        *[a for m in models for a in ("--model", m)]]) == 1
+        assert "stand-in" in capsys.readouterr().out
