@@ -81,5 +81,7 @@ def headline(provenance: dict) -> str:
             else "one shared FaceMesh pass (--single-pass)")
     quality = sorted(set(map(str, (provenance.get("quality") or {}).values())))
     quality = ", ".join(q.split(" ")[0] for q in quality) or "not recorded"
+    headpose = str(provenance.get("headpose") or "not recorded").split(" ")[0]
     return (f"Scored with: profile {provenance.get('profile', '?')}; {mesh}; frames "
-            f"{provenance.get('frames', '?')}; quality {quality}; VAD {provenance.get('vad', '?')}")
+            f"{provenance.get('frames', '?')}; quality {quality}; head pose {headpose}; "
+            f"VAD {provenance.get('vad', '?')}")
