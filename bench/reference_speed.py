@@ -78,13 +78,15 @@ def main():
     ours = timed([str(Path(sys.executable).parent / "theval"), "evaluate", "--gt", str(clips),
                   "--out", str(tmp / "ours"), "--inline", "--quiet", "--quality", "paper",
                   "--weights-store", str(store)])
+    print(f"theval evaluate (8 metrics):  {ours:7.1f} s  {ours / total:6.3f} s/frame", flush=True)
 
     tree = export_scripts(repo, tmp / "reference")
     reference = {}
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     for script in LANDMARK_SCRIPTS:
-        reference[script] = timed([f"{venv}/bin/python", script, "--video_txt", str(tmp / "list.txt"),
-                                   "--output_txt", str(tmp / f"{Path(script).stem}.csv")],
+        reference[script] = timed([f"{venv}/bin/python", Path(script).name, "--video_txt",
+                                   str(tmp / "list.txt"), "--output_txt",
+                                   str(tmp / f"{Path(script).stem}.csv")],
                                   cwd=tree / Path(script).parent, env=env)
     metrics = list(MODEL_METRICS)
     if (store / "model.pt").exists() and os.environ.get("FACEXFORMER_REPO"):
@@ -104,7 +106,6 @@ def main():
         print(f"  reference {name:<{width}}  {seconds:7.1f} s  {seconds / total:6.3f} s/frame")
     ref_total = sum(reference.values())
     print(f"reference, {len(reference)} scripts: {ref_total:7.1f} s  {ref_total / total:6.3f} s/frame")
-    print(f"theval evaluate (8 metrics):  {ours:7.1f} s  {ours / total:6.3f} s/frame")
     print(f"speed-up: {ref_total / ours:.2f}x"
           + ("" if "head_motion_dynamics" in reference else
              "  (the reference side without head motion, which costs it about 1.7 s/frame; ours "
