@@ -1,16 +1,15 @@
 """Run the ORIGINAL FaceXFormer (github.com/Kartik-3004/facexformer) on the stand-in weights and
 save what our own definition (theval_mesh/backends/headpose/facexformer_net.py) must reproduce.
 
-Runs in the reference's venv (torch 2.6.0, torchvision 0.21.0), never in ours:
+Runs in the reference's venv (ORACLE_MODELS_VENV, tests/data/parity/reference-env/setup_models.sh:
+torch 2.6.0, torchvision 0.21.0), never in ours; from the project's root:
 
-    cd /work/wt/facexformer   # or any checkout of this project
-    # the seed-0 stand-in model.pt (+ swin_b-68c6b09e.pth), without the quality models' files
-    # (`theval weights stand-in --headpose` writes them too)
-    PYTHONPATH=$PWD/services /work/main/.venv/bin/python -c "from theval_mesh.backends import \
-        stand_in; stand_in.write('/tmp/fx-store', 0, models=(), headpose=True)"
-    /work/oracle/models-venv/bin/python tests/reference_tools/facexformer_reference.py \
-        --repo /work/.mirror/Kartik-3004+facexformer/repo --model /tmp/fx-store/model.pt \
-        --out tests/data/parity/models
+    # the seed-0 stand-in head-pose files (model.pt, retinaface.h5), without the quality models'
+    .venv/bin/theval weights stand-in --seed 0 --store STORE --model facexformer
+    $ORACLE_MODELS_VENV/bin/python tests/reference_tools/facexformer_reference.py \
+        --repo FACEXFORMER_SNAPSHOT --model STORE/model.pt --out tests/data/parity/models
+
+FACEXFORMER_SNAPSHOT: a clone or bare mirror of Kartik-3004/facexformer.
 
 The original's `network/` package is exported (git archive of HEAD) to a temporary directory and
 imported from there; its files are not edited. The only patch: torchvision's `swin_b`, which the

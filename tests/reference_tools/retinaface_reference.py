@@ -1,10 +1,10 @@
 """Reference detections of retina-face 0.0.17 (TensorFlow) on the parity clips, with the STAND-IN
 retinaface.h5, for tests/unit/test_retinaface_net.py (which runs our torch detector, no TensorFlow).
 
-Run with the venv that has retina-face 0.0.17, TensorFlow 2.17 and tf_keras 2.17:
-    PYTHONPATH=$PWD/services python -c "from theval_mesh.backends import stand_in; \
-        stand_in.write_retinaface('/tmp/rf-store', 0)"          # in OUR venv
-    /work/oracle/models-venv/bin/python tests/reference_tools/retinaface_reference.py /tmp/rf-store/retinaface.h5
+Run with the venv that has retina-face 0.0.17, TensorFlow 2.17 and tf_keras 2.17 (ORACLE_MODELS_VENV,
+tests/data/parity/reference-env/setup_models.sh), from the project's root:
+    .venv/bin/theval weights stand-in --seed 0 --store STORE --model facexformer
+    $ORACLE_MODELS_VENV/bin/python tests/reference_tools/retinaface_reference.py STORE/retinaface.h5
 It decodes the first FRAMES frames of each clip with OpenCV, converts BGR->RGB as the reference
 head_motion_dynamics.py does (its line 137), calls RetinaFace.detect_faces(frame) and writes every
 returned face (score, facial_area, landmarks) plus a black frame's result to
