@@ -25,6 +25,7 @@ LABEL org.opencontainers.image.title="theval-evaluator" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.source="${SOURCE}"
 ENV PATH=/opt/theval/bin:$PATH \
+    MALLOC_ARENA_MAX=2 \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp

@@ -32,6 +32,7 @@ LABEL org.opencontainers.image.title="theval-landmarks" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.source="${SOURCE}"
 ENV PATH=/opt/theval/bin:$PATH \
+    MALLOC_ARENA_MAX=2 \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp

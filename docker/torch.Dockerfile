@@ -26,6 +26,7 @@ LABEL org.opencontainers.image.title="theval-torch" \
       org.opencontainers.image.description="The PyTorch runtime of the THEval images" \
       org.opencontainers.image.version="${VERSION}"
 ENV PATH=/opt/theval/bin:$PATH \
+    MALLOC_ARENA_MAX=2 \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp

@@ -81,6 +81,9 @@ def test_videos_wait_for_the_evaluators_memory_budget(tmp_path, root):
             time.sleep(0.02)
     try:
         pid = mesh.procs["evaluator"].proc.pid
+        # One-time costs (lazy imports, the fan-out pool's threads, gRPC buffers) are not the
+        # budget's: two calls at once before measuring (CI once saw 76 MiB grown on a 67 MiB budget).
+        assert [code for code, _ in _concurrently(2, lambda: mesh.evaluate(uri=clip, timeout=300))] == [C.OK] * 2
         reset_peak_rss(pid)
         before = peak_rss_mib(pid)
         watcher = threading.Thread(target=watch)
@@ -93,6 +96,7 @@ def test_videos_wait_for_the_evaluators_memory_budget(tmp_path, root):
         refused = _code(lambda: mesh.evaluate(uri=too_long, timeout=120))
     finally:
         mesh.stop()
+    print(f"\nevaluator peak growth over 8 calls, budget {budget_mib} MiB: {grown:.1f} MiB")
     assert [code for code, _ in answers] == [C.OK] * 8, answers
     budget = sample(after, "theval_memory_budget_bytes")
     assert budget == budget_mib * MIB
