@@ -13,7 +13,6 @@ import threading
 
 import numpy as np
 import torch
-from silero_vad.utils_vad import OnnxWrapper, get_speech_timestamps_from_probs
 
 from theval_mesh.backends.audio.model import MODEL_FILE, vad_provenance
 from theval_mesh.backends.audio.resample import resample
@@ -22,6 +21,13 @@ from theval_mesh.backends.liveness import check
 from theval_mesh.backends.media.audio import EXTRACTION, MOVIEPY_RATE, Audio
 from theval_mesh.pure.metrics.loudness import rms_envelope
 from theval_mesh.pure.metrics.profiles import REFERENCE
+
+# silero_vad's package import calls torch.set_num_threads(1) for the whole process, which left
+# every network of an embedded run (the quality models, FaceXFormer) on one core.
+_threads = torch.get_num_threads()
+from silero_vad.utils_vad import OnnxWrapper, get_speech_timestamps_from_probs  # noqa: E402
+
+torch.set_num_threads(_threads)
 
 VAD_RATE = 16000
 WINDOW = 512  # samples per VAD window at 16 kHz (silero's fixed size)
