@@ -31,16 +31,18 @@ FIX = ("start the head-pose service with --headpose facexformer (or THEVAL_HEADP
 class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
     def __init__(self, config):
         self.config = config
-        self.triton = triton_client(config)
+        self.triton = None  # the Triton connection, made only for FaceXFormer (a rigid fit needs none)
         self.facexformer = None  # FaceXFormerHeadPose once loaded; None: the rigid fit only
         self.notice = ""
 
     def load(self):
         """FaceXFormer and its detector before SERVING when the configured mode resolves to it;
         `facexformer` without the weights keeps the service NOT_SERVING (WeightsMissing)."""
-        roles = facexformer.ROLES if self.triton is None else ("detector",)  # the network's files: Triton's
+        on_triton = self.config.backend == "triton"
+        roles = ("detector",) if on_triton else facexformer.ROLES  # on Triton, the network's file is Triton's
         use, self.notice = facexformer.choose(self.config.run.headpose, self.config.weights_store, roles)
         if use:
+            self.triton = triton_client(self.config)
             if self.triton is None:
                 self.facexformer = facexformer.FaceXFormerHeadPose(self.config.weights_store)
             else:
@@ -53,7 +55,7 @@ class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
 
     def readiness(self):
         """With --backend triton and FaceXFormer: NOT_SERVING while Triton cannot serve it."""
-        if self.facexformer is None:
+        if self.facexformer is None or self.triton is None:
             return True, ""
         from theval_mesh.rpc.triton.repository import FACEXFORMER_MODEL
         return self.triton.ready([FACEXFORMER_MODEL])
@@ -114,6 +116,6 @@ class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
 def register(config):
     servicer = HeadPoseServicer(config)
     return servicer_service(servicer, headpose_pb2_grpc.add_HeadPoseServiceServicer_to_server, SERVICE,
-                            load=servicer.load, readiness=servicer.readiness if servicer.triton else None,
+                            load=servicer.load, readiness=servicer.readiness if config.backend == "triton" else None,
                             # Estimate: one landmark series; EstimateVideo: the video.
                             receive_limit=request_limit(config, video=True, series=1))
