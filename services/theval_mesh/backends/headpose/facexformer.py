@@ -15,8 +15,6 @@ The network runs in this process (`LocalNetwork`) or wherever an object with the
 sends it (rpc.triton.client.TritonFaceXFormer: a Triton model running LocalNetwork); the detector
 always runs beside the crops.
 """
-from pathlib import Path
-
 import numpy as np
 
 from theval_mesh.backends.checksum import sha256_file
