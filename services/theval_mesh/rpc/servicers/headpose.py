@@ -117,5 +117,7 @@ def register(config):
     servicer = HeadPoseServicer(config)
     return servicer_service(servicer, headpose_pb2_grpc.add_HeadPoseServiceServicer_to_server, SERVICE,
                             load=servicer.load, readiness=servicer.readiness if config.backend == "triton" else None,
-                            # Estimate: one landmark series; EstimateVideo: the video.
-                            receive_limit=request_limit(config, video=True, series=1))
+                            # The larger of Estimate's (one landmark series) and EstimateVideo's (the video):
+                            # no request carries both.
+                            receive_limit=max(request_limit(config, video=False, series=1),
+                                              request_limit(config, video=True)))
