@@ -88,7 +88,7 @@ def test_every_model_is_ready_and_reports_what_it_loaded(triton, client, fake_st
     assert any(name == "nv_inference_count_total" and ("model", "musiq") in labels for name, labels in samples)
 
 
-def test_a_model_without_its_weights_is_not_ready_while_the_others_serve(fake_store, tmp_path):
+def test_a_model_without_its_weights_is_not_ready_while_the_others_serve(fake_store, headpose_store, tmp_path):
     store = tmp_path / "store"
     store.mkdir()
     for qmodel in (QUALITY_MODELS["musiq"], QUALITY_MODELS["musiq-spaq"]):
@@ -117,6 +117,20 @@ def test_a_model_without_its_weights_is_not_ready_while_the_others_serve(fake_st
             QualityBackend(mode="paper", models=TritonModels(c))
         auto = QualityBackend(mode="auto", models=TritonModels(c))
         assert auto.resolved_mode == "proxy" and "musiq is UNAVAILABLE" in auto.notice
+        # The head-pose service on a Triton without FaceXFormer: auto falls back to the rigid fit
+        # and says why; facexformer stays NOT_SERVING with the reason (the detector's file is local).
+        from theval_mesh.rpc.config import Config
+        from theval_mesh.rpc.servicers.headpose import HeadPoseServicer
+
+        def servicer(mode):
+            return HeadPoseServicer(Config(service="headpose", host="127.0.0.1", port=0, metrics_port=0,
+                                           backend="triton", triton_url=server.address,
+                                           weights_store=str(headpose_store), run=Settings(headpose=mode)))
+        rigid = servicer("auto")
+        rigid.load()
+        assert rigid.facexformer is None and "cannot serve facexformer: NOT_LOADED" in rigid.notice
+        with pytest.raises(WeightsMissing, match="--headpose facexformer with --backend triton: .*NOT_LOADED"):
+            servicer("facexformer").load()
     finally:
         c.close()
         server.close()

@@ -14,7 +14,7 @@ from theval_mesh.backends.headpose import facexformer
 from theval_mesh.backends.headpose.backend import BACKEND, RIGID_FIT, estimate
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.frame_pass import run_headpose_pass
-from theval_mesh.pure.errors import NotServed, UserError
+from theval_mesh.pure.errors import NotServed, UserError, WeightsMissing
 from theval_mesh.rpc import telemetry, wire
 from theval_mesh.rpc.servicers.common import (opened_video, request_limit, run_settings, servicer_service,
                                               triton_client, until_triton_answers)
@@ -46,12 +46,23 @@ class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
             if self.triton is None:
                 self.facexformer = facexformer.FaceXFormerHeadPose(self.config.weights_store)
             else:
-                from theval_mesh.rpc.triton.client import TritonFaceXFormer
-                network = TritonFaceXFormer(self.triton)
-                self.facexformer = until_triton_answers(
-                    lambda: facexformer.FaceXFormerHeadPose(self.config.weights_store, network=network),
-                    self.triton.url)
+                self.facexformer = until_triton_answers(self._on_triton, self.triton.url)
         log.info("%s%s", self.notice, f", served by {self.facexformer.served_by}" if self.facexformer else "")
+
+    def _on_triton(self):
+        """FaceXFormerHeadPose with the network on Triton once Triton has loaded it (ServiceError
+        UNAVAILABLE meanwhile: until_triton_answers waits). A Triton that cannot load it (its store
+        lacks model.pt) fails `facexformer` (NOT_SERVING, the reason logged) and turns `auto` into
+        the rigid fit, as missing local weights do."""
+        from theval_mesh.rpc.triton.client import TritonFaceXFormer
+        network = TritonFaceXFormer(self.triton)
+        why = network.unavailable()
+        if why is None:
+            return facexformer.FaceXFormerHeadPose(self.config.weights_store, network=network)
+        if self.config.run.headpose == facexformer.NAME:
+            raise WeightsMissing(f"--headpose facexformer with --backend triton: {why}")
+        self.notice = f"head pose: {RIGID_FIT} stands in for FaceXFormer ({why})"
+        return None
 
     def readiness(self):
         """With --backend triton and FaceXFormer: NOT_SERVING while Triton cannot serve it."""

@@ -183,6 +183,17 @@ class TritonFaceXFormer:
         self.served_by = f"triton {client.url}"
         self._files = None
 
+    def unavailable(self) -> str | None:
+        """Why Triton cannot run FaceXFormer (None: it can). ServiceError (UNAVAILABLE) while
+        Triton does not answer or is still loading it: worth waiting for, unlike a failed load."""
+        state, reason = self.client.states().get(FACEXFORMER_MODEL, ("MISSING", "not in Triton's model repository"))
+        if state == "LOADING":
+            raise ServiceError("UNAVAILABLE", f"Triton at {self.client.url} is still loading {FACEXFORMER_MODEL}")
+        if state != "READY":
+            return (f"Triton at {self.client.url} cannot serve {FACEXFORMER_MODEL}: {state} "
+                    f"({reason.strip() or 'see the Triton log'})")
+        return None
+
     @property
     def files(self) -> dict:
         """{file name: (sha256, stand-in seed or None)} as the Triton model loaded them (asked once)."""
