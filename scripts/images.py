@@ -38,6 +38,7 @@ class Image:
     gl: bool = False          # needs OpenCV's system libraries (libGL, GLib)
     files: tuple = ()         # project folders copied into the context
     own_base: bool = False    # keeps its Dockerfile's BASE (NVIDIA's), built only when named
+    on_request: bool = False  # an opt-in variant, built only when named
 
 
 IMAGES = {i.name: i for i in (
@@ -46,6 +47,9 @@ IMAGES = {i.name: i for i in (
     Image("torch", "torch", gl=True),
     Image("landmarks", "theval-mesh[landmarks]", gl=True),
     Image("headpose", "theval-mesh[headpose]"),
+    # The head-pose service that can serve FaceXFormer (--headpose facexformer): torch on the shared
+    # runtime. Opt-in (`./dev images headpose-facexformer`): the default headpose image stays small.
+    Image("headpose-facexformer", "theval-mesh[facexformer]", parent="torch", on_request=True),
     Image("quality", "theval-mesh[quality]", parent="torch"),
     Image("audio", "theval-mesh[audio]", parent="torch"),
     Image("evaluator", "theval-mesh[evaluator]"),
@@ -275,7 +279,7 @@ def warn_if_short_of_disk(need: float = 30e9):
 
 def build_all(names=None, base: str | None = None, no_cache: bool = False) -> list[dict]:
     """Build `names` (default: every image) and the parents they need, in order."""
-    names = list(names or [n for n, i in IMAGES.items() if not i.own_base])
+    names = list(names or [n for n, i in IMAGES.items() if not (i.own_base or i.on_request)])
     unknown = sorted(set(names) - set(IMAGES))
     if unknown:
         raise SystemExit(f"error: unknown image {', '.join(unknown)}; the images: {', '.join(IMAGES)}")
@@ -296,7 +300,8 @@ def build_all(names=None, base: str | None = None, no_cache: bool = False) -> li
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="./dev images", description=__doc__.split("\n\n")[0])
     p.add_argument("names", nargs="*", metavar="NAME",
-                   help=f"images to build (default all but triton-gpu: {', '.join(IMAGES)})")
+                   help=f"images to build (default all but triton-gpu and headpose-facexformer: "
+                        f"{', '.join(IMAGES)})")
     p.add_argument("--base", default=None, metavar="IMAGE",
                    help=f"base image of every image (default {OFFICIAL_BASE}, or one made from Debian's packages "
                         "when it cannot be pulled)")

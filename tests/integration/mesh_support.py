@@ -27,7 +27,7 @@ class Mesh:
         self.channel = None
 
     def _args(self, service):
-        args = [] if service == "headpose" else [a for r in self.roots for a in ("--allow-root", r)]
+        args = [a for r in self.roots for a in ("--allow-root", r)]  # headpose: for EstimateVideo (FaceXFormer)
         if service in ("quality", "evaluator"):
             args += ["--quality", self.quality]
         return args + list(self.service_args.get(service, ()))

@@ -4,6 +4,7 @@ triton_models/, started by these tests on loopback ports.
 The published quality weights cannot be fetched here, so Triton and the in-process path both load
 FAKE weights (random weights of the real architectures, tests/fake_weights.py) from a temporary
 store: the numbers mean nothing, but both paths must produce the same ones."""
+import json
 import threading
 import time
 
@@ -13,20 +14,21 @@ import pytest
 from mesh_support import free_port, scrape, wait_in_flight
 
 from theval_mesh.backends.audio.backend import AudioBackend, load_vad_model, speech_probabilities
+from theval_mesh.backends.headpose.facexformer import FaceXFormerHeadPose
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.backends.quality import QualityBackend
 from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import MODELS as QUALITY_MODELS
-from theval_mesh.core.frame_pass import run_frame_pass
+from theval_mesh.core.frame_pass import run_frame_pass, run_headpose_pass
 from theval_mesh.pure.errors import ServiceError, WeightsMissing
 from theval_mesh.pure.settings import RunSettings as Settings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.launcher import ServiceProcess
-from theval_mesh.rpc.triton.client import TritonClient, TritonModels, TritonVad
+from theval_mesh.rpc.triton.client import TritonClient, TritonFaceXFormer, TritonModels, TritonVad
 from theval_mesh.rpc.triton.repository import MODELS, default_repository
 from theval_mesh.rpc.triton.server import TritonServer
-from theval_mesh.rpc.v1 import quality_pb2, quality_pb2_grpc
-from theval_mesh.rpc.v1.common_pb2 import RunSettings, VideoRef
+from theval_mesh.rpc.v1 import headpose_pb2, headpose_pb2_grpc, quality_pb2, quality_pb2_grpc
+from theval_mesh.rpc.v1.common_pb2 import DescribeRequest, RunSettings, VideoRef
 from theval_mesh.synth import generate_kit
 from theval_mesh.synth.speech import synthesize_speech
 
@@ -41,8 +43,16 @@ def start_triton(tmp, store, models=None, ports=None) -> TritonServer:
 
 
 @pytest.fixture(scope="module")
-def triton(fake_store, tmp_path_factory):
-    server = start_triton(tmp_path_factory.mktemp("triton"), fake_store)
+def triton_store(tmp_path_factory):
+    """The quality models' and FaceXFormer's stand-ins in one store (seed 0, byte for byte the
+    files of fake_store and headpose_store): Triton serves every model of its repository."""
+    from fake_weights import write_fake_store
+    return write_fake_store(tmp_path_factory.mktemp("triton-weights"), headpose=True)
+
+
+@pytest.fixture(scope="module")
+def triton(triton_store, tmp_path_factory):
+    server = start_triton(tmp_path_factory.mktemp("triton"), triton_store)
     yield server
     server.close()
 
@@ -78,7 +88,7 @@ def test_every_model_is_ready_and_reports_what_it_loaded(triton, client, fake_st
     assert any(name == "nv_inference_count_total" and ("model", "musiq") in labels for name, labels in samples)
 
 
-def test_a_model_without_its_weights_is_not_ready_while_the_others_serve(fake_store, tmp_path):
+def test_a_model_without_its_weights_is_not_ready_while_the_others_serve(fake_store, headpose_store, tmp_path):
     store = tmp_path / "store"
     store.mkdir()
     for qmodel in (QUALITY_MODELS["musiq"], QUALITY_MODELS["musiq-spaq"]):
@@ -107,6 +117,20 @@ def test_a_model_without_its_weights_is_not_ready_while_the_others_serve(fake_st
             QualityBackend(mode="paper", models=TritonModels(c))
         auto = QualityBackend(mode="auto", models=TritonModels(c))
         assert auto.resolved_mode == "proxy" and "musiq is UNAVAILABLE" in auto.notice
+        # The head-pose service on a Triton without FaceXFormer: auto falls back to the rigid fit
+        # and says why; facexformer stays NOT_SERVING with the reason (the detector's file is local).
+        from theval_mesh.rpc.config import Config
+        from theval_mesh.rpc.servicers.headpose import HeadPoseServicer
+
+        def servicer(mode):
+            return HeadPoseServicer(Config(service="headpose", host="127.0.0.1", port=0, metrics_port=0,
+                                           backend="triton", triton_url=server.address,
+                                           weights_store=str(headpose_store), run=Settings(headpose=mode)))
+        rigid = servicer("auto")
+        rigid.load()
+        assert rigid.facexformer is None and "cannot serve facexformer: NOT_LOADED" in rigid.notice
+        with pytest.raises(WeightsMissing, match="--headpose facexformer with --backend triton: .*NOT_LOADED"):
+            servicer("facexformer").load()
     finally:
         c.close()
         server.close()
@@ -149,6 +173,20 @@ def test_silero_vad_on_triton_gives_the_same_segments(client):
     alone = [speech_probabilities(load_vad_model(), [w])[0] for w in waves]
     for got, want in zip(TritonVad(client).probabilities(waves), alone):
         np.testing.assert_allclose(got, want, rtol=0, atol=TOLERANCE)
+
+
+def test_facexformer_on_triton_gives_the_in_process_angles(client, triton_store):
+    """The network on Triton, the detector here: same files described, same angles (one request
+    per batch, as in-process; float32 noise only)."""
+    local = FaceXFormerHeadPose(triton_store)
+    served = FaceXFormerHeadPose(triton_store, network=TritonFaceXFormer(client))
+    assert served.describe() == local.describe() and "stand-in:0" in local.describe()
+    assert served.served_by == f"triton {client.url}" and local.served_by == "in-process"
+    crops = [np.asarray(im[:224, :224]) for im in images(4, size=256, seed=5)]
+    want, got = local.angles(crops), served.angles(crops)
+    assert got.shape == want.shape == (4, 3) and got.dtype == want.dtype == np.float32
+    assert np.ptp(want, axis=0).min() > 0  # the stand-in's angles move with the crop
+    np.testing.assert_allclose(got, want, rtol=TOLERANCE, atol=1e-4)
 
 
 # ---------------------------------------------------------------------------- dynamic batching
@@ -246,6 +284,36 @@ def test_triton_killed_mid_run_makes_the_services_unavailable_until_it_is_back(t
             p.terminate(30)
         if not triton.alive():
             triton.start()
+
+
+def test_the_head_pose_service_runs_facexformer_on_triton(triton, clip, triton_store, tmp_path):
+    """`theval serve headpose --backend triton --headpose facexformer`: EstimateVideo's rows are
+    those of the in-process pass (detector here, network on Triton); Describe names the same
+    files, served by Triton. Every 10th frame: the detector costs about a second per frame."""
+    service = ServiceProcess("headpose", ["--backend", "triton", "--triton-url", triton.address, "--headpose",
+                                          "facexformer", "--weights-store", str(triton_store),
+                                          "--allow-root", str(clip.parent)],
+                             stderr=open(tmp_path / "headpose.log", "a")).start(free_port(), 0)
+    channel = grpc.insecure_channel(service.address)
+    stub = headpose_pb2_grpc.HeadPoseServiceStub(channel)
+    try:
+        service.wait_for("SERVING", 120)
+        settings = RunSettings(quality="proxy", headpose="facexformer", frame_stride=10)
+        response = stub.EstimateVideo(headpose_pb2.HeadPoseVideoRequest(video=VideoRef(uri=str(clip)),
+                                                                         settings=settings), timeout=600)
+        local = FaceXFormerHeadPose(triton_store)
+        run = Settings(quality="proxy", headpose="facexformer", frame_stride=10)
+        want = run_headpose_pass(MediaReader(clip, run.limits), run, local)
+        got = np.stack([wire.get_array(response, n) for n in ("pitch", "yaw", "roll", "cx", "cy")], axis=1)
+        assert response.frame_count == want.frame_count and got.shape == want.head_pose.shape
+        assert np.isfinite(want.head_pose).all()  # a face in every used frame: the comparison means something
+        np.testing.assert_allclose(got, want.head_pose, rtol=TOLERANCE, atol=1e-4)
+        described = stub.Describe(DescribeRequest(settings=settings), timeout=60)
+        assert described.backend == local.describe()
+        assert json.loads(described.provenance_json)["served_by"] == f"triton {triton.address}"
+    finally:
+        channel.close()
+        service.terminate(30)
 
 
 def _code_of(call):

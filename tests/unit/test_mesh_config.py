@@ -50,8 +50,11 @@ def test_bad_values_are_refused_naming_the_setting(argv, env, message, tmp_path)
 
 def test_services_take_only_their_options():
     headpose = parse("headpose", ["--port", "1", "--metrics-port", "2"])
-    assert not hasattr(headpose, "store") and not hasattr(headpose, "allow_root")
-    assert config.load("headpose", headpose, {}).allowed_roots == ()
+    assert not hasattr(headpose, "store") and not hasattr(headpose, "quality")
+    # a rigid-fit head-pose service reads no video: its roots are optional (FaceXFormer reads them)
+    loaded = config.load("headpose", headpose, {})
+    assert loaded.allowed_roots == () and loaded.run.headpose == "auto"
+    assert hasattr(headpose, "weights_store") and hasattr(headpose, "max_side_px")
 
 
 def test_stream_limits_default_to_half_the_workers_and_stay_within_them(tmp_path):

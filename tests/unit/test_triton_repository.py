@@ -27,6 +27,7 @@ def test_one_model_per_network_the_metrics_use():
     pyiqa = {m.pyiqa for m in repository.MODELS.values() if m.pyiqa}
     assert pyiqa == set(QUALITY_MODELS)  # topiq_iaa, topiq_nr-face, musiq, musiq-spaq
     assert repository.VAD_MODEL in repository.MODELS
+    assert repository.MODELS[repository.FACEXFORMER_MODEL].python_class == "HeadPoseModel"  # --headpose facexformer
 
 
 @pytest.mark.parametrize("name", sorted(repository.MODELS))
@@ -38,7 +39,8 @@ def test_each_config_is_a_valid_batched_python_model(name):
         assert config.max_batch_size == model.max_batch_size > 0
         assert config.dynamic_batching.max_queue_delay_microseconds > 0
         assert [t.name for t in config.output][-1] == "PROVENANCE"
-        assert all(t.allow_ragged_batch for t in config.input)  # each request keeps its own size
+        if name != repository.FACEXFORMER_MODEL:  # FaceXFormer's crops are all 224x224
+            assert all(t.allow_ragged_batch for t in config.input)  # each request keeps its own size
         params = {k: v.string_value for k, v in config.parameters.items()}
         assert params["weights_store"] == ""  # "" means $THEVAL_WEIGHTS, set by the deployment
         if model.pyiqa:
@@ -47,6 +49,14 @@ def test_each_config_is_a_valid_batched_python_model(name):
             assert (config.output[0].name, list(config.output[0].dims)) == ("SCORES", [1])
             assert params["pyiqa_metric"] == model.pyiqa
             assert params["score_each"] == ("true" if name == "topiq_nr_face" else "false")
+        elif name == repository.FACEXFORMER_MODEL:
+            # normalised crops as backends.headpose.facexformer.normalised() makes them; the
+            # reference's batch of 128 at most
+            assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [
+                ("CROPS", mc.TYPE_FP32, [3, 224, 224])]
+            assert (config.output[0].name, config.output[0].data_type, list(config.output[0].dims)) == (
+                "DEGREES", mc.TYPE_FP32, [3])
+            assert config.max_batch_size == 128
         else:
             assert [(t.name, t.data_type) for t in config.input] == [("AUDIO", mc.TYPE_FP32)]
     kinds = {c.instance_group[0].kind for c in (cpu, gpu)}

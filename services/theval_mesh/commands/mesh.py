@@ -28,7 +28,8 @@ def register(sub):
     config.add_options(up)
     up.add_argument("--triton", action="store_true",
                     help="also start a Triton server with the project's triton_models/ and run the quality and "
-                         "audio models on it (as --backend triton --triton-url does for running services)")
+                         "audio models on it, and FaceXFormer when the head-pose service serves it (as --backend "
+                         "triton --triton-url does for running services)")
     up.set_defaults(func=run, port=None, metrics_port=None)
     for action in up._actions:  # the evaluator's ports; the other services take free ports
         if action.dest == "port":
@@ -105,8 +106,8 @@ def _echo(service, line):
 
 
 def _start_triton(args, procs: dict):
-    """A Triton server on free ports, its log beside the others' output; the quality and audio
-    services then take --backend triton --triton-url (they wait for it to answer)."""
+    """A Triton server on free ports, its log beside the others' output; the quality, audio and
+    head-pose services then take --backend triton --triton-url (they wait for it to answer)."""
     from theval_mesh.rpc.triton.repository import default_repository
     from theval_mesh.rpc.triton.server import TritonServer
     log_path = Path(tempfile.gettempdir()) / f"theval-mesh-triton-{args.port}.log"

@@ -25,7 +25,8 @@ class Engine:
         if self._provenance is None:
             headpose = self.headpose.describe() if self.headpose else HEADPOSE_BACKEND
             self._provenance = describe(self.settings, LANDMARK_BACKEND, headpose,
-                                        self.audio.provenance(), self.quality.provenance())
+                                        self.audio.provenance(), self.quality.provenance(),
+                                        headpose_served_by=self.headpose.served_by if self.headpose else "in-process")
         return self._provenance
 
     def score_video(self, path, model: str = "", on_frames=None) -> VideoResult:

@@ -1,5 +1,6 @@
 """The pass over a video's frames: decode once, every FaceMesh pass and the quality models on
-each decoded frame, side by side in threads.
+each decoded frame, side by side in threads. The mesh's quality and head-pose services run their
+own passes (run_quality_pass, run_headpose_pass) with the same batching.
 
 Collects every per-frame series the metrics need; frames are not kept beyond one quality batch.
 """
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from theval_mesh.backends.headpose.facexformer import PoseBatches
 from theval_mesh.backends.landmarks import passes
 from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.liveness import check
@@ -75,37 +77,6 @@ class _QualityBatches:
         if self.mouths and (final or len(self.mouths) >= full):
             self.out.mouth_quality.extend(self.backend.mouth_quality(self.mouths))
             self.mouths = []
-
-
-class _HeadPoseBatches:
-    """Each frame's face crop as it comes, the network on BATCH crops at a time (the reference's
-    batches); only the 224x224 crops wait, never the frames."""
-
-    def __init__(self, backend, cancelled=None):
-        self.backend, self.cancelled = backend, cancelled
-        self.rows: list[list[float]] = []
-        self.crops: list[np.ndarray] = []
-        self.waiting: list[int] = []  # rows whose crop waits for its batch
-
-    def add(self, index, frame: np.ndarray):
-        found = self.backend.crop(frame)
-        if found is None:
-            self.rows.append([np.nan] * 5)
-        else:
-            crop, cx, cy = found
-            self.waiting.append(len(self.rows))
-            self.rows.append([np.nan, np.nan, np.nan, cx, cy])
-            self.crops.append(crop)
-        self.flush(final=False)
-
-    def flush(self, final: bool):
-        if self.crops and (final or len(self.crops) >= self.backend.batch):
-            for row, angles in zip(self.waiting, self.backend.angles(self.crops, self.cancelled), strict=True):
-                self.rows[row][:3] = angles
-            self.crops, self.waiting = [], []
-
-    def series(self) -> np.ndarray:
-        return np.array(self.rows, dtype=np.float64).reshape(-1, 5)
 
 
 def mesh_passes(settings: RunSettings) -> dict[str, passes.MeshPass]:
@@ -214,7 +185,7 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
             batches.add(frame, mouth, single)
         workers["quality"] = _Worker("quality", quality_step)
     if headpose_backend:
-        poses = _HeadPoseBatches(headpose_backend, cancelled)
+        poses = PoseBatches(headpose_backend, cancelled)
         workers["headpose"] = _Worker("headpose", poses.add)
     every = [n for n in workers if n != "silent_lip"]
     pipeline = _Pipeline(workers)
@@ -266,5 +237,26 @@ def run_quality_pass(reader: MediaReader, settings: RunSettings, quality_backend
             continue
         batches.add(frame, points(mouth_rows, mouth_pts, index), points(rows, single_pts, index))
     batches.flush(final=True)
+    out.frame_count = reader.frame_count
+    return out
+
+
+def run_headpose_pass(reader: MediaReader, settings: RunSettings, headpose_backend, on_frames=None,
+                      cancelled=None) -> FrameSeries:
+    """FaceXFormer head pose alone (the mesh's head-pose service): the rows run_frame_pass gathers
+    in its head-pose thread, one per used frame, from the same batches. on_frames and cancelled
+    as in run_frame_pass (cancelled is also checked per network batch)."""
+    info = reader.info
+    out = FrameSeries(info.width, info.height, info.fps, header_frames=info.header_frames)
+    poses = PoseBatches(headpose_backend, cancelled)
+    for index, frame in reader.frames():
+        check(cancelled)
+        if on_frames:
+            on_frames(1)
+        if index % settings.frame_stride:
+            continue
+        poses.add(index, frame)
+    poses.flush(final=True)
+    out.head_pose = poses.series()
     out.frame_count = reader.frame_count
     return out

@@ -13,7 +13,7 @@ from theval_mesh.pure.version import VERSION
 
 
 def describe(settings: RunSettings, landmarks: str, headpose: str, vad: str, quality: dict,
-             vad_served_by: str = "in-process") -> dict:
+             vad_served_by: str = "in-process", headpose_served_by: str = "in-process") -> dict:
     """landmarks, headpose, vad: backend descriptions; quality: QualityBackend.provenance().
     Where the neural models ran (in-process or a Triton server) is recorded, but it is not part of
     what GT and models must share: both paths compute the same numbers (a test proves it)."""
@@ -33,7 +33,8 @@ def describe(settings: RunSettings, landmarks: str, headpose: str, vad: str, qua
         "quality": quality["quality"],  # metric -> model and weights checksum, or proxy:<name>
         "quality_mode": quality["mode"],
         "quality_weights": quality.get("weights") or quality.get("proxy_definition"),
-        "served_by": {"quality": quality.get("served_by", "in-process"), "vad": vad_served_by},
+        "served_by": {"quality": quality.get("served_by", "in-process"), "vad": vad_served_by,
+                      "headpose": headpose_served_by},
         "decoder": DECODER,
         "audio": EXTRACTION[s.profile],
         "frames": "all" if s.frame_stride == 1 else f"every {s.frame_stride}th",

@@ -100,11 +100,14 @@ def check(spec) -> str | None:
     --quality paper, a mesh that does not answer. Returns the quality notice (embedded)."""
     settings = _settings(spec)
     if spec.mesh:
-        if settings.headpose == "facexformer":
-            raise UserError("--headpose facexformer runs embedded only for now: the mesh's head-pose "
-                            "service serves the rigid fit")
         from theval_mesh.rpc.mesh_engine import MeshEngine
-        MeshEngine(spec.mesh, settings).close()
+        engine = MeshEngine(spec.mesh, settings)
+        try:
+            # The services say what they serve for these settings: --headpose facexformer of a
+            # head-pose service serving the rigid fit stops here, naming the fix (auto follows it).
+            engine.provenance()
+        finally:
+            engine.close()
         return None
     from theval_mesh.backends.headpose.facexformer import choose
     from theval_mesh.backends.quality.backend import QualityBackend

@@ -36,6 +36,11 @@ class WeightsMissing(UserError):
     """A model's weights are not in the weights store."""
 
 
+class NotServed(UserError):
+    """A service asked for what it was not started to serve, e.g. FaceXFormer of a head-pose
+    service serving the rigid fit (FAILED_PRECONDITION over gRPC): the message names the fix."""
+
+
 class InputTooLarge(VideoError):
     """A video over a size, duration or resolution limit (RESOURCE_EXHAUSTED over gRPC)."""
 

@@ -18,8 +18,12 @@ from theval_mesh.rpc.security import ClientSecurity, Tokens, is_loopback, is_wil
 
 DEPENDENCIES = ("landmarks", "headpose", "quality", "audio")  # what the evaluator calls
 SERVICES = DEPENDENCIES + ("evaluator",)
-READS_VIDEOS = ("landmarks", "quality", "audio", "evaluator")
-ON_TRITON = ("quality", "audio")  # services whose models can run on Triton
+# Services that decode videos (their size limits apply). The head-pose service decodes only with
+# FaceXFormer (EstimateVideo): a rigid-fit one reads no video, so its roots stay optional.
+READS_VIDEOS = ("landmarks", "headpose", "quality", "audio", "evaluator")
+NEEDS_ROOTS = tuple(s for s in READS_VIDEOS if s != "headpose")
+ON_TRITON = ("quality", "audio", "headpose")  # services whose models can run on Triton
+WEIGHTS = ("quality", "headpose")  # services that load weights from the store
 BACKENDS = ("inprocess", "triton")
 MIB = 1024 ** 2
 
@@ -42,12 +46,13 @@ class Option:
 
 
 # Which services take a setting of pure.settings (default: the evaluator alone). The quality service
-# loads the models of its profile and quality mode at start-up; headpose checks the duration too:
-# its largest request is the landmarks of the longest video.
+# loads the models of its profile and quality mode at start-up, the head-pose service its estimator
+# (its largest Estimate request is the landmarks of the longest video: the duration limit bounds it).
 SETTING_SERVICES = {"profile": ("quality", "evaluator"), "quality": ("quality", "evaluator"),
-                    "max_side_px": READS_VIDEOS, "max_duration_s": READS_VIDEOS + ("headpose",)}
+                    "headpose": ("headpose", "evaluator"),
+                    "max_side_px": READS_VIDEOS, "max_duration_s": READS_VIDEOS}
 RUN_SETTINGS_HELP = ("what a request that leaves a setting unset gets (the quality service loads the models of "
-                     "its profile and quality mode at start-up)")
+                     "its profile and quality mode at start-up, the head-pose service its estimator)")
 
 
 def _from_setting(s: Setting, run_setting: bool) -> Option:
@@ -64,7 +69,7 @@ OPTIONS = (
            required=SERVICES),
     Option("allow_root", "THEVAL_ALLOWED_ROOTS",
            f"a folder whose videos may be read by URI (repeatable; env: folders joined by '{os.pathsep}')",
-           list, services=READS_VIDEOS, required=READS_VIDEOS),
+           list, services=READS_VIDEOS, required=NEEDS_ROOTS),
     Option("max_video_bytes", "THEVAL_MAX_VIDEO_BYTES", "largest video accepted as bytes (default 64 MiB)",
            int, 64 * MIB, services=READS_VIDEOS),
     Option("max_message_bytes", "THEVAL_MAX_MESSAGE_BYTES",
@@ -90,14 +95,15 @@ OPTIONS = (
     Option("grace_s", "THEVAL_GRACE_S", "on SIGTERM, time in-flight calls get to finish (default 30 s)",
            float, 30.0),
     *(_from_setting(s, run_setting=True) for s in SETTINGS),
-    Option("weights_store", "THEVAL_WEIGHTS", "quality model weights folder", services=("quality",)),
+    Option("weights_store", "THEVAL_WEIGHTS", "model weights folder (quality models; FaceXFormer and retina-face "
+           "for the head-pose service)", services=WEIGHTS),
     # Where the neural models run: in this process, or on a Triton server (triton_models/).
     Option("backend", "THEVAL_BACKEND", "where the models run: inprocess (default) or triton",
            default="inprocess", choices=BACKENDS, services=ON_TRITON),
     Option("triton_url", "THEVAL_TRITON_URL", "HOST:PORT of Triton's gRPC endpoint (with --backend triton)",
            services=ON_TRITON),
     Option("tls_ca", "THEVAL_TLS_CA", "PEM CA certificate of the servers this one calls (the evaluator: its "
-           "services; quality and audio: Triton): reach them over TLS, presenting --tls-cert/--tls-key when "
+           "services; quality, audio and headpose: Triton): reach them over TLS, presenting --tls-cert/--tls-key when "
            "they require client certificates", services=("evaluator",) + ON_TRITON),
     # The evaluator
     Option("store", "THEVAL_STORE", "the store of GT reference sets, scored videos and submitted jobs: a SQLite "

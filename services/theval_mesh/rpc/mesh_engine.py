@@ -1,5 +1,6 @@
 """The engine's interface over a running mesh: `theval evaluate --mesh HOST:PORT` scores each
 video with the evaluator's Evaluate call instead of in-process, and writes the same files."""
+import json
 import os
 
 import grpc
@@ -14,6 +15,7 @@ from theval_mesh.rpc.security import ClientSecurity, client_channel
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 
 READY_TIMEOUT_S = 10.0
+DESCRIBE_TIMEOUT_S = 60.0  # the services answer from what they loaded at start-up
 
 
 class MeshEngine:
@@ -44,6 +46,18 @@ class MeshEngine:
         if status != health_pb2.HealthCheckResponse.SERVING:
             raise UserError(f"the evaluator at {self.address} is not serving yet (models loading, or a service "
                             "it needs is down): see the `theval mesh up` output")
+
+    def provenance(self) -> dict:
+        """What results scored with these settings will say of their backends (the evaluator's
+        Describe). UserError with the services' own line when they cannot serve these settings
+        (FAILED_PRECONDITION: e.g. --headpose facexformer of a head-pose service serving the rigid
+        fit) or cannot say: a run that could not score a single video stops before it starts."""
+        request = common_pb2.DescribeRequest(settings=wire.settings_to_proto(self.settings))
+        try:
+            return json.loads(self.stub.Describe(request, timeout=DESCRIBE_TIMEOUT_S).provenance_json)
+        except grpc.RpcError as err:
+            raise UserError(f"the mesh at {self.address} cannot score with these settings "
+                            f"({err.code().name}): {err.details()}") from None
 
     def score_video(self, path, model: str = "", on_frames=None) -> VideoResult:
         # The evaluator reads the file itself: its allowed roots must include it.

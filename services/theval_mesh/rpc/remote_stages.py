@@ -1,7 +1,8 @@
 """The stages of one video run by the mesh's services over gRPC (the evaluator's side).
 
 Same composition as the embedded engine (stages.score); only where the work runs differs:
-audio and landmarks run at once, then head pose beside quality. Each call gets a deadline
+audio and landmarks run at once, then head pose beside quality. With FaceXFormer (the head-pose
+service decodes the video itself), head pose starts beside the landmarks too. Each call gets a deadline
 within the caller's own and a few retries when its service is UNAVAILABLE, retries while the
 service refuses it as busy, and is cancelled as soon as the evaluator's own caller is gone.
 """
@@ -11,13 +12,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+import numpy as np
 
+from theval_mesh.backends.headpose import facexformer
 from theval_mesh.backends.landmarks import passes
-from theval_mesh.backends.liveness import check
+from theval_mesh.backends.liveness import check, or_event
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.frame_pass import FrameSeries
 from theval_mesh.core.provenance import describe
-from theval_mesh.pure.errors import ServiceError
+from theval_mesh.core.stages import facexformer_pose
+from theval_mesh.pure.errors import ServiceError, VideoError
 from theval_mesh.pure.metrics.registry import QUALITY, in_group
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
@@ -83,9 +87,10 @@ class MeshClients:
         request = common_pb2.DescribeRequest(settings=wire.settings_to_proto(settings))
         answers = {name: self.call(name, "Describe", request, deadline) for name in STUBS}
         audio = json.loads(answers["audio"].provenance_json or "{}")
+        headpose = json.loads(answers["headpose"].provenance_json or "{}")
         provenance = describe(settings, answers["landmarks"].backend, answers["headpose"].backend,
                               answers["audio"].backend, json.loads(answers["quality"].provenance_json),
-                              audio.get("served_by", "in-process"))
+                              audio.get("served_by", "in-process"), headpose.get("served_by", "in-process"))
         with self._lock:
             self._provenance[key] = provenance
         return provenance
@@ -124,6 +129,7 @@ class MeshVideo:
     def __init__(self, clients: MeshClients, video_ref, path: str, settings: RunSettings, deadline: float,
                  cancelled=None):
         self.clients, self.ref, self.path, self.deadline = clients, video_ref, path, deadline
+        self.closed = threading.Event()  # ends a head-pose call still running for a failed video
         self.cancelled = cancelled
         self.settings = settings
         self.settings_msg = wire.settings_to_proto(settings)
@@ -133,19 +139,37 @@ class MeshVideo:
         # Before any service is called: what this video takes of the evaluator's memory.
         self.reservation = clients.memory.reserve(video_bytes(self.info, settings), path, deadline, cancelled)
         self._series: dict = {}  # pass name -> LandmarkSeries message, reused for the quality call
+        self._pose = None  # the EstimateVideo call in flight (FaceXFormer)
 
     def close(self):
+        self.closed.set()
         self._series = {}
         self.reservation.release()
 
-    def _call(self, service, method, request):
-        return self.clients.call(service, method, request, self.deadline, self.path, self.cancelled)
+    def _call(self, service, method, request, cancelled=None):
+        return self.clients.call(service, method, request, self.deadline, self.path, cancelled or self.cancelled)
+
+    def _facexformer(self) -> bool:
+        """Whether the head-pose service estimates with FaceXFormer for these settings (as its
+        Describe said: `auto` follows what it serves; `facexformer` of a rigid-fit service has
+        already failed there, FAILED_PRECONDITION)."""
+        provenance = self.clients.provenance(self.settings, self.deadline)
+        return str(provenance["headpose"]).startswith(facexformer.NAME)
+
+    def _start_head_pose(self):
+        """EstimateVideo in the pool: the head-pose service decodes the video itself, so it runs
+        beside the landmark pass; ended once this video is closed (e.g. it failed meanwhile)."""
+        request = headpose_pb2.HeadPoseVideoRequest(video=self.ref, settings=self.settings_msg)
+        cancelled = or_event(self.cancelled or (lambda: None), self.closed)
+        self._pose = self.clients.pool.submit(self._call, "headpose", "EstimateVideo", request, cancelled)
 
     def audio(self):
         request = audio_pb2.AudioRequest(video=self.ref, profile=self.settings.profile)
         return self.clients.pool.submit(lambda: wire.audio_from_proto(self._call("audio", "Analyse", request)))
 
     def landmarks(self, silent, on_frames=None) -> FrameSeries:
+        if self._facexformer():
+            self._start_head_pose()
         request = landmarks_pb2.TrackRequest(video=self.ref, settings=self.settings_msg,
                                              silent_lip_pass=silent is not None,
                                              silent_frames=[] if silent is None else [int(i) for i in silent])
@@ -170,7 +194,20 @@ class MeshVideo:
         return self.clients.pool.submit(run)
 
     def head_pose(self, series, width, height):
-        points = series.landmarks["single"].points  # the mesh's head-pose service: the rigid fit
+        if self._pose is not None:
+            return self._facexformer_pose(series, self._pose.result())
+        points = series.landmarks["single"].points  # the rigid fit of the single pass's landmarks
         request = headpose_pb2.HeadPoseRequest(width=width, height=height, num_points=points.shape[1])
         wire.set_array(request, "points", points)
         return wire.pose_from_proto(self._call("headpose", "Estimate", request))
+
+    def _facexformer_pose(self, series: FrameSeries, response):
+        """The embedded rule (stages.facexformer_pose) on the service's rows, which must be the
+        landmark pass's frames: both services decode the same file with the same decoder."""
+        rows = np.stack([wire.get_array(response, n) for n in ("pitch", "yaw", "roll", "cx", "cy")], axis=1)
+        used = len(series.landmarks["single"].frame_index)
+        if response.frame_count != series.frame_count or len(rows) != used:
+            raise VideoError(self.path, f"the head-pose service decoded {response.frame_count} frames ({len(rows)} "
+                             f"used), the landmarks service {series.frame_count} ({used} used)")
+        series.head_pose = rows
+        return facexformer_pose(series, self.settings.profile)

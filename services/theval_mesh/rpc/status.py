@@ -5,8 +5,8 @@ import logging
 import grpc
 
 from theval_mesh.core.incidents import logged_internal
-from theval_mesh.pure.errors import (AccessDenied, AlreadyExists, Cancelled, InputTooLarge, NotFound, Overloaded,
-                                     ServiceError, UserError, VideoError, WeightsMissing, shorten)
+from theval_mesh.pure.errors import (AccessDenied, AlreadyExists, Cancelled, InputTooLarge, NotFound, NotServed,
+                                     Overloaded, ServiceError, UserError, VideoError, WeightsMissing, shorten)
 from theval_mesh.pure.scoring.errors import ScoringError
 from theval_mesh.rpc.admission import is_busy
 
@@ -21,6 +21,7 @@ CODES = (
     (VideoError, grpc.StatusCode.INVALID_ARGUMENT),
     (AccessDenied, grpc.StatusCode.PERMISSION_DENIED),
     (WeightsMissing, grpc.StatusCode.FAILED_PRECONDITION),
+    (NotServed, grpc.StatusCode.FAILED_PRECONDITION),
     (NotFound, grpc.StatusCode.NOT_FOUND),
     (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (ScoringError, grpc.StatusCode.FAILED_PRECONDITION),  # e.g. GT and video scored differently

@@ -152,6 +152,14 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         return who, who in self.config.admins
 
     @rpc
+    def Describe(self, request, context):
+        """The provenance of results scored with these settings: the services' own descriptions,
+        so a caller learns before scoring that one does not serve what the settings ask."""
+        settings = run_settings(request.settings, self.config)
+        provenance = self.clients.provenance(settings, _deadline(context))
+        return common_pb2.DescribeResponse(backend="theval-evaluator", provenance_json=json.dumps(provenance))
+
+    @rpc
     def ListReferences(self, request, context):
         refs = self.sets.listed(*self._reader(context), request.every_owner)
         return evaluator_pb2.ListReferencesResponse(references=[_reference_proto(r) for r in refs])

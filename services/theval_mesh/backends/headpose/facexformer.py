@@ -8,34 +8,46 @@ package; translation = the box centre in pixels (hmd.py:45); the crop is PIL's
 `crop((int(x1), int(y1), int(x2), int(y2)))` of the RGB frame, resized to 224x224 with PIL's
 bicubic filter (torchvision Resize on a PIL image, hmd.py:31-35, 46). Per batch (`angles`):
 ToTensor, ImageNet normalisation, FaceXFormer task 2, radians * 180 / pi in float32 (hmd.py:53-67).
-Frames go to the network in batches of 128 (hmd.py:26), as the reference batches them.
-"""
-from pathlib import Path
+Frames go to the network in batches of 128 (hmd.py:26), as the reference batches them
+(`PoseBatches`, shared by the embedded frame pass and the mesh's head-pose service).
 
+The network runs in this process (`LocalNetwork`) or wherever an object with the same interface
+sends it (rpc.triton.client.TritonFaceXFormer: a Triton model running LocalNetwork); the detector
+always runs beside the crops.
+"""
 import numpy as np
 
 from theval_mesh.backends.checksum import sha256_file
 from theval_mesh.backends.liveness import check
 from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import HEADPOSE_MODELS
-from theval_mesh.pure.errors import WeightsMissing
+from theval_mesh.pure.errors import ServiceError, WeightsMissing
 
 NAME = "facexformer"
 BATCH = 128  # hmd.py:26
 CROP = 224
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # hmd.py:34
+ROLES = ("main", "detector")  # the registry's roles of FaceXFormer's files: the network, the detector
 
 
-def missing(store) -> list[str]:
-    return ws.missing_files(store, [NAME])
+def _files(roles) -> dict[str, str]:
+    """{role: file name} of FaceXFormer's files in the registry ("main": the network, "detector")."""
+    return {f.where: f.name for f in HEADPOSE_MODELS[NAME].files if f.where in roles}
 
 
-def choose(mode: str, store) -> tuple[bool, str]:
+def missing(store, roles=ROLES) -> list[str]:
+    """The files of `roles` absent from the store (the network's run elsewhere: ("detector",))."""
+    root = ws.resolve(store)
+    return [name for name in _files(roles).values() if not (root / name).is_file()]
+
+
+def choose(mode: str, store, roles=ROLES) -> tuple[bool, str]:
     """(whether FaceXFormer estimates head pose, a one-line notice) for a --headpose mode; nothing
-    is loaded. "facexformer" without its weights raises WeightsMissing."""
+    is loaded. "facexformer" without its weights raises WeightsMissing. roles: the files this
+    process needs (the network on Triton: the detector's only)."""
     from theval_mesh.backends.headpose.backend import RIGID_FIT
 
-    absent = [] if mode == "rigid-fit" else missing(store)
+    absent = [] if mode == "rigid-fit" else missing(store, roles)
     if mode == "facexformer" and absent:
         raise WeightsMissing(f"--headpose facexformer needs {', '.join(absent)} in the weights store "
                              f"{ws.resolve(store)}; {ws.FETCH_HINT} (`theval weights status`)")
@@ -47,40 +59,76 @@ def choose(mode: str, store) -> tuple[bool, str]:
     return True, f"head pose: FaceXFormer on RetinaFace crops ({'requested' if mode == NAME else 'weights found'})"
 
 
+def normalised(crops: list[np.ndarray]) -> np.ndarray:
+    """(N, 3, 224, 224) float32 network input of 224x224x3 uint8 crops: ToTensor and ImageNet
+    normalisation in torch, as the reference computes them (hmd.py:53-58)."""
+    import torch
+
+    batch = np.stack(crops).transpose(0, 3, 1, 2)
+    mean = torch.tensor(MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(STD).view(1, 3, 1, 1)
+    return ((torch.from_numpy(batch).float().div(255.0) - mean) / std).numpy()
+
+
+class LocalNetwork:
+    """FaceXFormer's head-pose output in this process: degrees() of a normalised batch."""
+    served_by = "in-process"
+
+    def __init__(self, store, device: str = "cpu"):
+        from theval_mesh.backends.headpose import facexformer_net
+
+        self.store, self.device = ws.resolve(store), device
+        path = self.store / _files(("main",))["main"]
+        self.net = facexformer_net.load(path, device).eval()
+        sha = sha256_file(path)
+        self.files = {path.name: (sha, ws.stand_in_seed(self.store, path.name, sha))}  # name -> (sha256, seed)
+
+    def degrees(self, batch: np.ndarray) -> np.ndarray:
+        """(N, 3) float32 pitch, yaw, roll in degrees of a normalised (N, 3, 224, 224) batch."""
+        import torch
+
+        with torch.inference_mode():
+            radians = self.net(torch.from_numpy(batch).to(self.device)).cpu().numpy()
+        return radians * 180 / np.pi  # float32, as hmd.py:63-65
+
+
 class FaceXFormerHeadPose:
-    """FaceXFormer + RetinaFace from the weights store; loads both on construction."""
+    """FaceXFormer + RetinaFace from the weights store; loads both on construction.
+    network: where FaceXFormer runs (default: LocalNetwork, from the same store)."""
     batch = BATCH
 
-    def __init__(self, store=None, device: str = "cpu"):
-        from theval_mesh.backends.headpose import facexformer_net
+    def __init__(self, store=None, device: str = "cpu", network=None):
         from theval_mesh.backends.headpose.retinaface_net import RetinaFaceDetector
 
         self.store, self.device = ws.resolve(store), device
-        absent = missing(self.store)
+        absent = missing(self.store, ROLES if network is None else ("detector",))
         if absent:
             raise WeightsMissing(f"head pose (FaceXFormer) needs {', '.join(absent)} in the weights "
                                  f"store {self.store}; {ws.FETCH_HINT}")
-        files = {f.where: self.store / f.name for f in HEADPOSE_MODELS[NAME].files}
-        self.files = {p.name: sha256_file(p) for p in files.values()}
+        detector = self.store / _files(("detector",))["detector"]
         try:
-            self.detector = RetinaFaceDetector(files["detector"])
-            self.net = facexformer_net.load(files["main"], device).eval()
+            self.detector = RetinaFaceDetector(detector)
+            self.network = network if network is not None else LocalNetwork(self.store, device)
+        except ServiceError:  # a remote network that does not answer (yet): the caller decides
+            raise
         except Exception as err:  # truncated file, wrong keys or shapes
             raise WeightsMissing(f"cannot load the head-pose weights from {self.store} "
                                  f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''});"
                                  " check them with `theval weights verify --model facexformer`") from err
+        sha = sha256_file(detector)
+        # name -> (sha256, stand-in seed or None): the network's files as it loaded them, the detector's here
+        self.files = {**self.network.files, detector.name: (sha, ws.stand_in_seed(self.store, detector.name, sha))}
+        self.served_by = self.network.served_by
 
     def describe(self) -> str:
-        """Estimator, files and checksums; stand-in files named as such."""
-        parts = []
-        for name, sha in self.files.items():
-            seed = ws.stand_in_seed(self.store, name, sha)
-            parts.append(f"{name}:sha256:{sha}" + ("" if seed is None else f" ({ws.stand_in_label(seed)})"))
+        """Estimator, files and checksums; stand-in files named as such. The same wherever the
+        network runs (where is served_by): GT and models scored either way compare."""
+        parts = [f"{name}:sha256:{sha}" + ("" if seed is None else f" ({ws.stand_in_label(seed)})")
+                 for name, (sha, seed) in self.files.items()]
         return f"{NAME} (retina-face 0.0.17 boxes, FaceXFormer head pose) " + " ".join(parts)
 
     def stand_in_seeds(self) -> set[int]:
-        seeds = {ws.stand_in_seed(self.store, n, s) for n, s in self.files.items()}
-        return {s for s in seeds if s is not None}
+        return {seed for _, seed in self.files.values() if seed is not None}
 
     def crop(self, frame: np.ndarray):
         """(224x224x3 uint8 crop, cx, cy) of the frame's first face, or None without one."""
@@ -98,16 +146,41 @@ class FaceXFormerHeadPose:
 
     def angles(self, crops: list[np.ndarray], cancelled=None) -> np.ndarray:
         """(N, 3) float32 pitch, yaw, roll in degrees of 224x224 crops, BATCH at a time."""
-        import torch
-
         out = []
-        mean = torch.tensor(MEAN).view(1, 3, 1, 1)
-        std = torch.tensor(STD).view(1, 3, 1, 1)
         for start in range(0, len(crops), BATCH):
             check(cancelled)
-            batch = np.stack(crops[start:start + BATCH]).transpose(0, 3, 1, 2)
-            x = (torch.from_numpy(batch).float().div(255.0) - mean) / std
-            with torch.inference_mode():
-                radians = self.net(x.to(self.device)).cpu().numpy()
-            out.append(radians * 180 / np.pi)  # float32, as hmd.py:63-65
+            out.append(self.network.degrees(normalised(crops[start:start + BATCH])))
         return np.concatenate(out) if out else np.zeros((0, 3), np.float32)
+
+
+class PoseBatches:
+    """Each frame's face crop as it comes, the network on BATCH crops at a time (the reference's
+    batches); only the 224x224 crops wait, never the frames. One row per frame added: pitch, yaw,
+    roll (degrees), cx, cy (pixels), NaN where no face. backend: a FaceXFormerHeadPose;
+    cancelled (backends.liveness) is checked per batch."""
+
+    def __init__(self, backend, cancelled=None):
+        self.backend, self.cancelled = backend, cancelled
+        self.rows: list[list[float]] = []
+        self.crops: list[np.ndarray] = []
+        self.waiting: list[int] = []  # rows whose crop waits for its batch
+
+    def add(self, index, frame: np.ndarray):
+        found = self.backend.crop(frame)
+        if found is None:
+            self.rows.append([np.nan] * 5)
+        else:
+            crop, cx, cy = found
+            self.waiting.append(len(self.rows))
+            self.rows.append([np.nan, np.nan, np.nan, cx, cy])
+            self.crops.append(crop)
+        self.flush(final=False)
+
+    def flush(self, final: bool):
+        if self.crops and (final or len(self.crops) >= self.backend.batch):
+            for row, angles in zip(self.waiting, self.backend.angles(self.crops, self.cancelled), strict=True):
+                self.rows[row][:3] = angles
+            self.crops, self.waiting = [], []
+
+    def series(self) -> np.ndarray:
+        return np.array(self.rows, dtype=np.float64).reshape(-1, 5)

@@ -1,5 +1,6 @@
 """Clients of the Triton models (tritonclient.grpc): TritonModels stands in for
-backends.quality.local_models.LocalModels, TritonVad for backends.audio.backend.LocalVad. Errors become
+backends.quality.local_models.LocalModels, TritonVad for backends.audio.backend.LocalVad,
+TritonFaceXFormer for backends.headpose.facexformer.LocalNetwork. Errors become
 ServiceError with the gRPC code the calling service answers with (UNAVAILABLE while Triton or a
 model is down, so the evaluator retries)."""
 import json
@@ -11,7 +12,7 @@ import numpy as np
 from theval_mesh.backends.liveness import check
 from theval_mesh.pure.errors import ServiceError
 from theval_mesh.rpc.server import channel_options
-from theval_mesh.rpc.triton.repository import MODELS, REQUEST_IMAGES, TRITON_NAME, VAD_MODEL
+from theval_mesh.rpc.triton.repository import FACEXFORMER_MODEL, MODELS, REQUEST_IMAGES, TRITON_NAME, VAD_MODEL
 
 MAX_MESSAGE = 2 ** 31 - 1
 HEALTH_TIMEOUT_S = 2.0
@@ -171,3 +172,37 @@ class TritonVad:
 
     def provenance(self) -> str:
         return self.client.provenance(VAD_MODEL, "AUDIO", np.zeros((1, 512), np.float32))["vad"]
+
+
+class TritonFaceXFormer:
+    """FaceXFormer on Triton, with LocalNetwork's interface (backends.headpose.facexformer uses
+    either). A batch goes as ONE request, as in-process: the network sees the reference's batches."""
+
+    def __init__(self, client: TritonClient):
+        self.client = client
+        self.served_by = f"triton {client.url}"
+        self._files = None
+
+    def unavailable(self) -> str | None:
+        """Why Triton cannot run FaceXFormer (None: it can). ServiceError (UNAVAILABLE) while
+        Triton does not answer or is still loading it: worth waiting for, unlike a failed load."""
+        state, reason = self.client.states().get(FACEXFORMER_MODEL, ("MISSING", "not in Triton's model repository"))
+        if state == "LOADING":
+            raise ServiceError("UNAVAILABLE", f"Triton at {self.client.url} is still loading {FACEXFORMER_MODEL}")
+        if state != "READY":
+            return (f"Triton at {self.client.url} cannot serve {FACEXFORMER_MODEL}: {state} "
+                    f"({reason.strip() or 'see the Triton log'})")
+        return None
+
+    @property
+    def files(self) -> dict:
+        """{file name: (sha256, stand-in seed or None)} as the Triton model loaded them (asked once)."""
+        if self._files is None:
+            described = self.client.provenance(FACEXFORMER_MODEL, "CROPS", np.zeros((1, 3, 224, 224), np.float32))
+            self._files = {name: tuple(entry) for name, entry in described["files"].items()}
+        return self._files
+
+    def degrees(self, batch: np.ndarray) -> np.ndarray:
+        """(N, 3) float32 pitch, yaw, roll in degrees of a normalised (N, 3, 224, 224) batch."""
+        batch = np.ascontiguousarray(batch, np.float32)
+        return self.client.infer(FACEXFORMER_MODEL, "CROPS", batch, ("DEGREES",))["DEGREES"].reshape(-1, 3)

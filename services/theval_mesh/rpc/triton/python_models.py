@@ -1,7 +1,8 @@
 """The python-backend models of the Triton repository (triton_models/<model>/1/model.py names
 one of these classes). They run inside Triton's python stub, the only place where
 triton_python_backend_utils exists, and score with the same functions as the in-process
-backends (backends.quality.inference, backends.audio.backend), so both paths give the same numbers.
+backends (backends.quality.inference, backends.audio.backend, backends.headpose.facexformer), so
+both paths give the same numbers.
 
 Every model also answers PROVENANCE: a JSON string with what it loaded (pyiqa version and the
 sha256 of each weight file, or the VAD model's checksum) and where it runs. A request that asks
@@ -14,6 +15,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from theval_mesh.backends.audio.backend import LocalVad
+from theval_mesh.backends.headpose import facexformer
 from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.quality.local_models import LocalModels, missing_weights_reason
 from theval_mesh.backends.weights.registry import MODELS
@@ -131,4 +133,52 @@ class VadModel:
             responses[i] = pb_utils.InferenceResponse([
                 pb_utils.Tensor("PROBS", np.stack(rows).astype(np.float32)),
                 _provenance(self.provenance, len(rows))])
+        return responses
+
+
+class HeadPoseModel:
+    """FaceXFormer's head pose (backends.headpose.facexformer.LocalNetwork). CROPS: float32
+    [batch, 3, 224, 224], face crops normalised as facexformer.normalised() does; DEGREES: float32
+    [batch, 3] pitch, yaw, roll. The requests of one execution run as one batch (at most the
+    reference's 128 crops: max_batch_size)."""
+
+    def initialize(self, args):
+        params = _parameters(args)
+        self.name = args["model_name"]
+        store = ws.resolve(params.get("weights_store") or None)
+        missing = facexformer.missing(store, ("main",))
+        if missing:  # UNAVAILABLE with this reason; the other models load
+            message = (f"{self.name} not loaded: {', '.join(missing)} not in the weights store {store}; "
+                       f"{ws.FETCH_HINT}")
+            pb_utils.Logger.log_error(message)
+            raise pb_utils.TritonModelException(message)
+        _set_threads(params)
+        device = _device(args)
+        self.network = facexformer.LocalNetwork(store, device)
+        # What the head-pose service's describe() needs: each file's checksum and stand-in seed.
+        self.provenance = json.dumps({"files": self.network.files, "device": device, "triton_model": self.name},
+                                     sort_keys=True)
+        pb_utils.Logger.log_info(f"{self.name}: FaceXFormer loaded from {store} on {device}")
+
+    def execute(self, requests):
+        responses, batches, owners = [None] * len(requests), [], []
+        for i, request in enumerate(requests):
+            crops = pb_utils.get_input_tensor_by_name(request, "CROPS").as_numpy()
+            if _wants(request, "DEGREES"):
+                batches.append(crops)
+                owners.append(i)
+            else:
+                responses[i] = pb_utils.InferenceResponse([_provenance(self.provenance, len(crops))])
+        if not batches:
+            return responses
+        try:
+            degrees = self.network.degrees(np.ascontiguousarray(np.concatenate(batches), np.float32))
+        except Exception as err:  # noqa: BLE001 - these requests fail, not the model
+            return [r or _error(self.name, err) for r in responses]
+        at = 0
+        for i, crops in zip(owners, batches):
+            n = len(crops)
+            responses[i] = pb_utils.InferenceResponse([
+                pb_utils.Tensor("DEGREES", degrees[at:at + n].astype(np.float32)), _provenance(self.provenance, n)])
+            at += n
         return responses

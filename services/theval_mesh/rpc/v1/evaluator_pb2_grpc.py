@@ -3,6 +3,7 @@
 """Client and server classes corresponding to protobuf-defined services."""
 import grpc
 
+from theval_mesh.rpc.v1 import common_pb2 as theval_dot_v1_dot_common__pb2
 from theval_mesh.rpc.v1 import evaluator_pb2 as theval_dot_v1_dot_evaluator__pb2
 
 
@@ -64,6 +65,11 @@ class EvaluatorServiceStub(object):
                 '/theval.v1.EvaluatorService/GetJobResults',
                 request_serializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
                 response_deserializer=theval_dot_v1_dot_evaluator__pb2.VideoResult.FromString,
+                )
+        self.Describe = channel.unary_unary(
+                '/theval.v1.EvaluatorService/Describe',
+                request_serializer=theval_dot_v1_dot_common__pb2.DescribeRequest.SerializeToString,
+                response_deserializer=theval_dot_v1_dot_common__pb2.DescribeResponse.FromString,
                 )
 
 
@@ -146,6 +152,15 @@ class EvaluatorServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Describe(self, request, context):
+        """The provenance results scored with these settings would carry (provenance_json), as the
+        services describe their backends; FAILED_PRECONDITION when a service does not serve what the
+        settings ask (e.g. headpose "facexformer" of a head-pose service serving the rigid fit).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -198,6 +213,11 @@ def add_EvaluatorServiceServicer_to_server(servicer, server):
                     servicer.GetJobResults,
                     request_deserializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.FromString,
                     response_serializer=theval_dot_v1_dot_evaluator__pb2.VideoResult.SerializeToString,
+            ),
+            'Describe': grpc.unary_unary_rpc_method_handler(
+                    servicer.Describe,
+                    request_deserializer=theval_dot_v1_dot_common__pb2.DescribeRequest.FromString,
+                    response_serializer=theval_dot_v1_dot_common__pb2.DescribeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -376,5 +396,22 @@ class EvaluatorService(object):
         return grpc.experimental.unary_stream(request, target, '/theval.v1.EvaluatorService/GetJobResults',
             theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
             theval_dot_v1_dot_evaluator__pb2.VideoResult.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Describe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/theval.v1.EvaluatorService/Describe',
+            theval_dot_v1_dot_common__pb2.DescribeRequest.SerializeToString,
+            theval_dot_v1_dot_common__pb2.DescribeResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

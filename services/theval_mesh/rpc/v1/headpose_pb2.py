@@ -16,7 +16,7 @@ _sym_db = _symbol_database.Default()
 from theval_mesh.rpc.v1 import common_pb2 as theval_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18theval/v1/headpose.proto\x12\ttheval.v1\x1a\x16theval/v1/common.proto\"T\n\x0fHeadPoseRequest\x12\r\n\x05width\x18\x01 \x01(\x05\x12\x0e\n\x06height\x18\x02 \x01(\x05\x12\x12\n\nnum_points\x18\x03 \x01(\x05\x12\x0e\n\x06points\x18\x04 \x03(\x02\"T\n\x10HeadPoseResponse\x12\r\n\x05pitch\x18\x01 \x03(\x01\x12\x0b\n\x03yaw\x18\x02 \x03(\x01\x12\x0c\n\x04roll\x18\x03 \x03(\x01\x12\n\n\x02\x63x\x18\x04 \x03(\x01\x12\n\n\x02\x63y\x18\x05 \x03(\x01\x32\x9b\x01\n\x0fHeadPoseService\x12\x43\n\x08\x45stimate\x12\x1a.theval.v1.HeadPoseRequest\x1a\x1b.theval.v1.HeadPoseResponse\x12\x43\n\x08\x44\x65scribe\x12\x1a.theval.v1.DescribeRequest\x1a\x1b.theval.v1.DescribeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18theval/v1/headpose.proto\x12\ttheval.v1\x1a\x16theval/v1/common.proto\"T\n\x0fHeadPoseRequest\x12\r\n\x05width\x18\x01 \x01(\x05\x12\x0e\n\x06height\x18\x02 \x01(\x05\x12\x12\n\nnum_points\x18\x03 \x01(\x05\x12\x0e\n\x06points\x18\x04 \x03(\x02\"d\n\x14HeadPoseVideoRequest\x12\"\n\x05video\x18\x01 \x01(\x0b\x32\x13.theval.v1.VideoRef\x12(\n\x08settings\x18\x02 \x01(\x0b\x32\x16.theval.v1.RunSettings\"i\n\x10HeadPoseResponse\x12\r\n\x05pitch\x18\x01 \x03(\x01\x12\x0b\n\x03yaw\x18\x02 \x03(\x01\x12\x0c\n\x04roll\x18\x03 \x03(\x01\x12\n\n\x02\x63x\x18\x04 \x03(\x01\x12\n\n\x02\x63y\x18\x05 \x03(\x01\x12\x13\n\x0b\x66rame_count\x18\x06 \x01(\x03\x32\xea\x01\n\x0fHeadPoseService\x12\x43\n\x08\x45stimate\x12\x1a.theval.v1.HeadPoseRequest\x1a\x1b.theval.v1.HeadPoseResponse\x12M\n\rEstimateVideo\x12\x1f.theval.v1.HeadPoseVideoRequest\x1a\x1b.theval.v1.HeadPoseResponse\x12\x43\n\x08\x44\x65scribe\x12\x1a.theval.v1.DescribeRequest\x1a\x1b.theval.v1.DescribeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -25,8 +25,10 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._options = None
   _globals['_HEADPOSEREQUEST']._serialized_start=63
   _globals['_HEADPOSEREQUEST']._serialized_end=147
-  _globals['_HEADPOSERESPONSE']._serialized_start=149
-  _globals['_HEADPOSERESPONSE']._serialized_end=233
-  _globals['_HEADPOSESERVICE']._serialized_start=236
-  _globals['_HEADPOSESERVICE']._serialized_end=391
+  _globals['_HEADPOSEVIDEOREQUEST']._serialized_start=149
+  _globals['_HEADPOSEVIDEOREQUEST']._serialized_end=249
+  _globals['_HEADPOSERESPONSE']._serialized_start=251
+  _globals['_HEADPOSERESPONSE']._serialized_end=356
+  _globals['_HEADPOSESERVICE']._serialized_start=359
+  _globals['_HEADPOSESERVICE']._serialized_end=593
 # @@protoc_insertion_point(module_scope)

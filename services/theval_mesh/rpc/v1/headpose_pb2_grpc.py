@@ -21,6 +21,11 @@ class HeadPoseServiceStub(object):
                 request_serializer=theval_dot_v1_dot_headpose__pb2.HeadPoseRequest.SerializeToString,
                 response_deserializer=theval_dot_v1_dot_headpose__pb2.HeadPoseResponse.FromString,
                 )
+        self.EstimateVideo = channel.unary_unary(
+                '/theval.v1.HeadPoseService/EstimateVideo',
+                request_serializer=theval_dot_v1_dot_headpose__pb2.HeadPoseVideoRequest.SerializeToString,
+                response_deserializer=theval_dot_v1_dot_headpose__pb2.HeadPoseResponse.FromString,
+                )
         self.Describe = channel.unary_unary(
                 '/theval.v1.HeadPoseService/Describe',
                 request_serializer=theval_dot_v1_dot_common__pb2.DescribeRequest.SerializeToString,
@@ -37,8 +42,18 @@ class HeadPoseServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EstimateVideo(self, request, context):
+        """FAILED_PRECONDITION when this service serves the rigid fit only (started without
+        --headpose facexformer, or auto without FaceXFormer's weights).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Describe(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """backend: the estimator for these settings (its files and checksums; stand-ins named so).
+        FAILED_PRECONDITION when settings.headpose asks for an estimator this service does not serve.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -49,6 +64,11 @@ def add_HeadPoseServiceServicer_to_server(servicer, server):
             'Estimate': grpc.unary_unary_rpc_method_handler(
                     servicer.Estimate,
                     request_deserializer=theval_dot_v1_dot_headpose__pb2.HeadPoseRequest.FromString,
+                    response_serializer=theval_dot_v1_dot_headpose__pb2.HeadPoseResponse.SerializeToString,
+            ),
+            'EstimateVideo': grpc.unary_unary_rpc_method_handler(
+                    servicer.EstimateVideo,
+                    request_deserializer=theval_dot_v1_dot_headpose__pb2.HeadPoseVideoRequest.FromString,
                     response_serializer=theval_dot_v1_dot_headpose__pb2.HeadPoseResponse.SerializeToString,
             ),
             'Describe': grpc.unary_unary_rpc_method_handler(
@@ -79,6 +99,23 @@ class HeadPoseService(object):
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/theval.v1.HeadPoseService/Estimate',
             theval_dot_v1_dot_headpose__pb2.HeadPoseRequest.SerializeToString,
+            theval_dot_v1_dot_headpose__pb2.HeadPoseResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def EstimateVideo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/theval.v1.HeadPoseService/EstimateVideo',
+            theval_dot_v1_dot_headpose__pb2.HeadPoseVideoRequest.SerializeToString,
             theval_dot_v1_dot_headpose__pb2.HeadPoseResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

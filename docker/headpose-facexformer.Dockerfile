@@ -1,0 +1,36 @@
+# The head-pose service with FaceXFormer and retina-face (opt-in: --headpose facexformer). Built
+# only when named (`./dev images headpose-facexformer`): docker/headpose.Dockerfile stays the small
+# default, the rigid fit without torch. Run it with THEVAL_HEADPOSE=facexformer, THEVAL_WEIGHTS (a
+# store holding model.pt and retinaface.h5) and THEVAL_ALLOWED_ROOTS (it reads the videos).
+# The build context is made by `./dev images` (scripts/images.py): wheels/ holds exactly the
+# third-party wheels this image installs beyond the torch runtime, project/ the project's own
+# wheel, both from the wheelhouse built on the host with constraints.txt; the build runs with
+# --network none. The
+# dependencies' layers stay cached while only the project's code changes.
+# The PyTorch runtime (torch.Dockerfile on the same BASE), shared with the other torch images.
+ARG TORCH=theval/torch:latest
+
+FROM ${TORCH} AS build
+COPY wheels/ /wheels/
+# Installed beside the runtime's venv (as its non-root user), then laid over it.
+RUN pip install --no-cache-dir --no-index --no-deps --prefix /tmp/deps /wheels/*.whl
+COPY project/ /project/
+RUN pip install --no-cache-dir --no-index --no-deps --prefix /tmp/project /project/*.whl \
+ && PYTHONPATH=/tmp/deps/lib/python3.11/site-packages:/tmp/project/lib/python3.11/site-packages pip check
+
+FROM ${TORCH}
+COPY --from=build /tmp/deps /opt/theval
+COPY --from=build /tmp/project /opt/theval
+ARG VERSION=0.0.0
+ARG REVISION=unknown
+ARG SOURCE=theval-mesh
+LABEL org.opencontainers.image.title="theval-headpose-facexformer" \
+      org.opencontainers.image.description="The head-pose service with FaceXFormer and retina-face (opt-in: --headpose facexformer)." \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}"
+# Settings come from THEVAL_* variables (THEVAL_PORT and THEVAL_METRICS_PORT are required); the
+# probe checks grpc.health.v1 on THEVAL_PORT, over TLS with this server's own certificate when set.
+HEALTHCHECK --interval=5s --timeout=4s --start-period=120s --retries=3 \
+  CMD ["python", "-m", "theval_mesh.rpc.probe"]
+ENTRYPOINT ["python", "-m", "theval_mesh.service.main", "headpose"]
