@@ -6,6 +6,10 @@ torchvision's ToTensor in the reference code."""
 import numpy as np
 
 NO_FACE = "No face detected"  # pyiqa's assertion when facexlib finds no face
+# On CPU a batch runs as forward passes of at most this many images: the same images, faster per
+# image (topiq_iaa, 24 frames of 512 px on 2 cores: 0.89 s/frame as one pass, 0.66 in passes of 4;
+# no batch-level state, so the scores are the reference's batch-of-64 scores to float rounding).
+CPU_PASS = 4
 
 
 def to_tensor(images):
@@ -15,11 +19,14 @@ def to_tensor(images):
 
 
 def score_batch(metric, images, device: str = "cpu") -> np.ndarray:
-    """One forward pass over images of one size; float64 scores."""
+    """Images of one size, in one forward pass (on CPU, passes of CPU_PASS); float64 scores."""
     import torch
+    step = CPU_PASS if device == "cpu" else max(1, len(images))
+    out = []
     with torch.no_grad():
-        out = metric(to_tensor(images).to(device))
-    return out.detach().cpu().reshape(-1).double().numpy()
+        for start in range(0, len(images), step):
+            out.append(metric(to_tensor(images[start:start + step]).to(device)).detach().cpu().reshape(-1))
+    return torch.cat(out).double().numpy() if out else np.zeros(0)
 
 
 def score_each(metric, images, device: str = "cpu") -> np.ndarray:
