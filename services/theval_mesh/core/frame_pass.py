@@ -145,6 +145,17 @@ def _tracking_step(tracker, series: LandmarkSeries):
     return step
 
 
+def used_frames(reader: MediaReader, settings: RunSettings, on_frames=None, cancelled=None):
+    """(index, frame) of every frame the metrics use (each settings.frame_stride-th), decoded in
+    order; on_frames(1) counts every decoded frame; cancelled is checked per frame."""
+    for index, frame in reader.frames():
+        check(cancelled)
+        if on_frames:
+            on_frames(1)
+        if index % settings.frame_stride == 0:
+            yield index, frame
+
+
 def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
                    silent_frames=None, on_frames=None, cancelled=None,
                    headpose_backend=None) -> FrameSeries:
@@ -190,12 +201,7 @@ def run_frame_pass(reader: MediaReader, settings: RunSettings, quality_backend,
     every = [n for n in workers if n != "silent_lip"]
     pipeline = _Pipeline(workers)
     try:
-        for index, frame in reader.frames():
-            check(cancelled)
-            if on_frames:
-                on_frames(1)
-            if index % settings.frame_stride:
-                continue
+        for index, frame in used_frames(reader, settings, on_frames, cancelled):
             pipeline.put((index, frame), every + (["silent_lip"] if silent_frames is not None
                                                   and index in silent else []))
     finally:
@@ -229,12 +235,7 @@ def run_quality_pass(reader: MediaReader, settings: RunSettings, quality_backend
     def points(table, pts, index):
         k = table.get(index)
         return None if k is None or np.isnan(pts[k, 0, 0]) else pts[k]
-    for index, frame in reader.frames():
-        check(cancelled)
-        if on_frames:
-            on_frames(1)
-        if index % settings.frame_stride:
-            continue
+    for index, frame in used_frames(reader, settings, on_frames, cancelled):
         batches.add(frame, points(mouth_rows, mouth_pts, index), points(rows, single_pts, index))
     batches.flush(final=True)
     out.frame_count = reader.frame_count
@@ -249,12 +250,7 @@ def run_headpose_pass(reader: MediaReader, settings: RunSettings, headpose_backe
     info = reader.info
     out = FrameSeries(info.width, info.height, info.fps, header_frames=info.header_frames)
     poses = PoseBatches(headpose_backend, cancelled)
-    for index, frame in reader.frames():
-        check(cancelled)
-        if on_frames:
-            on_frames(1)
-        if index % settings.frame_stride:
-            continue
+    for index, frame in used_frames(reader, settings, on_frames, cancelled):
         poses.add(index, frame)
     poses.flush(final=True)
     out.head_pose = poses.series()
