@@ -2,13 +2,13 @@
 on its crop (Newbyl/THEval 3603338, Naturalness/head_motion_dynamics.py, cited as hmd.py:LINE).
 
 Per frame (`crop`): the RGB frame goes to the detector as the reference hands it to retina-face
-(hmd.py:40-42; the package then treats it as BGR, retinaface_net.RetinaFaceDetector does the
+(hmd.py:40-41; the package then treats it as BGR, retinaface_net.RetinaFaceDetector does the
 same); the first face (`face_1`, the highest score) gives the box, already truncated to int by the
-package; translation = the box centre in pixels (hmd.py:45); the crop is PIL's
+package; translation = the box centre in pixels (hmd.py:43-46); the crop is PIL's
 `crop((int(x1), int(y1), int(x2), int(y2)))` of the RGB frame, resized to 224x224 with PIL's
-bicubic filter (torchvision Resize on a PIL image, hmd.py:31-35, 46). Per batch (`angles`):
-ToTensor, ImageNet normalisation, FaceXFormer task 2, radians * 180 / pi in float32 (hmd.py:53-67).
-Frames go to the network in batches of 128 (hmd.py:26), as the reference batches them
+bicubic filter (torchvision Resize on a PIL image, hmd.py:31-35, 47). Per batch (`angles`):
+ToTensor, ImageNet normalisation, FaceXFormer task 2, radians * 180 / pi in float32 (hmd.py:57-67).
+Frames go to the network in batches of 128 (hmd.py:27), as the reference batches them
 (`PoseBatches`, shared by the embedded frame pass and the mesh's head-pose service).
 
 The network runs in this process (`LocalNetwork`) or wherever an object with the same interface
@@ -24,7 +24,7 @@ from theval_mesh.backends.weights.registry import HEADPOSE_MODELS
 from theval_mesh.pure.errors import ServiceError, WeightsMissing
 
 NAME = "facexformer"
-BATCH = 128  # hmd.py:26
+BATCH = 128  # hmd.py:27
 # On CPU a batch runs as forward passes of 8 crops: 48 crops on 2 cores took 0.29 s each as one
 # pass, 0.19 in passes of 8, with the same angles to the last bit (the network has no batch state).
 CPU_PASS = 8
@@ -64,7 +64,7 @@ def choose(mode: str, store, roles=ROLES) -> tuple[bool, str]:
 
 def normalised(crops: list[np.ndarray]) -> np.ndarray:
     """(N, 3, 224, 224) float32 network input of 224x224x3 uint8 crops: ToTensor and ImageNet
-    normalisation in torch, as the reference computes them (hmd.py:53-58)."""
+    normalisation in torch, as the reference computes them (hmd.py:31-35, 57)."""
     import torch
 
     batch = np.stack(crops).transpose(0, 3, 1, 2)
@@ -95,7 +95,7 @@ class LocalNetwork:
         with torch.inference_mode():
             radians = [self.net(torch.from_numpy(batch[i:i + step]).to(self.device)).cpu().numpy()
                        for i in range(0, len(batch), step)]
-        return np.concatenate(radians) * 180 / np.pi if radians else np.zeros((0, 3), np.float32)  # hmd.py:63-65
+        return np.concatenate(radians) * 180 / np.pi if radians else np.zeros((0, 3), np.float32)  # hmd.py:65-67
 
 
 class FaceXFormerHeadPose:

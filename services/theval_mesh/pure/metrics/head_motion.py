@@ -32,8 +32,8 @@ def head_motion(pitch, yaw, roll, cx, cy, frame_size=None) -> float:
 
 
 # Naturalness/head_motion_dynamics.py (Newbyl/THEval 3603338) reads frames in batches of 128
-# (line 26) until OpenCV's frame count (lines 128-131); a read that fails before that count breaks
-# the loop before the pending partial batch is scored (lines 132-135 vs 143).
+# (line 27) until OpenCV's frame count (lines 123, 132); a read that fails before that count breaks
+# the loop before the pending partial batch is scored (lines 133-135 vs 143).
 REFERENCE_BATCH = 128
 
 
