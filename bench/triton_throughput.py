@@ -1,5 +1,6 @@
-"""Frames per second of each quality model, in-process vs through a real Triton server, at
-batch sizes 1, 8 and 32 (images per call), in one run on the same frames.
+"""Frames per second of each quality model and of FaceXFormer (head pose, 224x224 face crops),
+in-process vs through a real Triton server, at batch sizes 1, 8 and 32 (images per call), in one
+run on the same frames.
 
 Triton runs on this machine's CPU (the wheel's tritonserver; on a GPU cluster the numbers differ
 and are not claimed here). Calls alternate between the two paths, best of REPEATS each. Weights:
@@ -19,10 +20,12 @@ import skimage.transform
 import torch
 from common import best_of
 
-from theval_mesh.backends.weights import store as ws
+from theval_mesh.backends.headpose.facexformer import LocalNetwork, normalised
 from theval_mesh.backends.quality.local_models import LocalModels
+from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import MODELS
-from theval_mesh.rpc.triton.client import TritonClient, TritonModels
+from theval_mesh.rpc.triton.client import TritonClient, TritonFaceXFormer, TritonModels
+from theval_mesh.rpc.triton.repository import FACEXFORMER_MODEL
 from theval_mesh.rpc.triton.repository import MODELS as TRITON_MODELS
 from theval_mesh.rpc.triton.repository import TRITON_NAME, default_repository
 from theval_mesh.rpc.triton.server import TritonServer
@@ -33,12 +36,12 @@ REPEATS = 3
 
 def weights() -> tuple[Path, str]:
     store = ws.default_store()
-    if not ws.missing_files(store):
+    if not ws.missing_files(store) and not ws.missing_files(store, ["facexformer"]):
         return store, f"weights store {store}"
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from fake_weights import write_fake_store
     fake = Path(tempfile.mkdtemp(prefix="theval-bench-fake-weights-"))
-    return write_fake_store(fake), "STAND-IN weights (seeded, real architectures)"
+    return write_fake_store(fake, headpose=True), "STAND-IN weights (seeded, real architectures)"
 
 
 def frames(n: int, size: int) -> list[np.ndarray]:
@@ -54,7 +57,7 @@ def main():
     images = frames(max(BATCHES), size)
     logdir = Path(tempfile.mkdtemp(prefix="theval-bench-triton-"))
     server = TritonServer(default_repository(), weights_store=store, models=[
-        m for m in ("topiq_iaa", "topiq_nr_face", "musiq", "musiq_spaq")], log=open(logdir / "triton.log", "w"))
+        m for m in ("topiq_iaa", "topiq_nr_face", "musiq", "musiq_spaq", FACEXFORMER_MODEL)], log=open(logdir / "triton.log", "w"))
     print(f"starting Triton (log {logdir / 'triton.log'}); {label}; frames {size}x{size}", flush=True)
     server.start()
     client = TritonClient(server.address)
@@ -72,6 +75,19 @@ def main():
                 rows.append((name, b, b / t_local, b / t_triton))
                 print(f"  {name:<14} batch {b:>2}: in-process {b / t_local:7.2f} fps, triton {b / t_triton:7.2f} fps",
                       flush=True)
+        # FaceXFormer: normalised 224x224 crops (the detector, which makes them, stays in the service)
+        crops = normalised([im[:224, :224] if size >= 224 else
+                            skimage.transform.resize(im, (224, 224), preserve_range=True).astype(np.uint8)
+                            for im in images])
+        local_fx, remote_fx = LocalNetwork(store), TritonFaceXFormer(client)
+        local_fx.degrees(crops[:1])
+        remote_fx.degrees(crops[:1])
+        for b in BATCHES:
+            t_local = best_of(lambda: local_fx.degrees(crops[:b]), REPEATS)
+            t_triton = best_of(lambda: remote_fx.degrees(crops[:b]), REPEATS)
+            rows.append(("facexformer", b, b / t_local, b / t_triton))
+            print(f"  {'facexformer':<14} batch {b:>2}: in-process {b / t_local:7.2f} fps, triton {b / t_triton:7.2f} fps",
+                  flush=True)
     finally:
         client.close()
         server.close()
