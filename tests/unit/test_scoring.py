@@ -1,4 +1,4 @@
-"""Final score, ranks, weights, backend compatibility and the score tables (METRICS.md "Final score")."""
+"""Final score, ranks, weights, backend compatibility and the score tables (docs/metrics.md, "Final Score")."""
 import argparse
 import csv
 import json

@@ -31,7 +31,7 @@ MAX_RECEIVE = 64 << 20
 
 @dataclass(frozen=True)
 class Scores:
-    """A video's scores against a GT reference set: metric names as in METRICS.md."""
+    """A video's scores against a GT reference set: metric names as in docs/metrics.md."""
     reference: str
     normalised: dict[str, float]  # 1 - |raw - GT| / |GT|
     groups: dict[str, float]      # Quality, Naturalness, Synchronization

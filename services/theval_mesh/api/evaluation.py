@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LeaderboardRow:
-    """One model (or the GT) against the GT; metric names as in METRICS.md ("Lip sync", ...)."""
+    """One model (or the GT) against the GT; metric names as in docs/metrics.md ("Lip sync", ...)."""
     model: str
     rank: int | None              # None: the GT row, or a row whose Final score is NaN
     final: float                  # the Final score

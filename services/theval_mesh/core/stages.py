@@ -167,7 +167,7 @@ def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames)
 
 
 def _frame_count_warnings(info: VideoInfo, decoded: int) -> list[str]:
-    """Where the reference scripts would count frames differently (METRICS.md "Frame count")."""
+    """Where the reference scripts would count frames differently (docs/metrics.md: frame counts)."""
     out = []
     if info.header_frames != decoded:
         out.append(f"the header announces {info.header_frames} frames but {decoded} were decoded (a wrong "

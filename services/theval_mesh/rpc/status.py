@@ -1,4 +1,4 @@
-"""Errors to gRPC status codes, one line of detail each (DESIGN.md "Contracts")."""
+"""Errors to gRPC status codes, one line of detail each (docs/grpc-api.md, EvaluatorService)."""
 import functools
 import logging
 

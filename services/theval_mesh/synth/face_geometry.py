@@ -11,7 +11,7 @@ import numpy as np
 
 from theval_mesh.backends.native_logs import quiet_native_stderr
 
-# FaceMesh indices (same sets as METRICS.md)
+# FaceMesh indices (same sets as docs/metrics.md)
 UPPER_INNER = (191, 80, 81, 82, 13, 312, 311, 310)
 LOWER_INNER = (95, 88, 178, 87, 14, 317, 402, 318)
 MOUTH_CORNERS = (78, 308)

@@ -19,7 +19,7 @@ class MeshPass:
 
 SINGLE = MeshPass("single")
 
-# The reference scripts' passes (METRICS.md, "Which FaceMesh settings each metric used"). A pass
+# The reference scripts' passes (docs/metrics.md, "Shared conventions": the passes). A pass
 # one metric alone uses is named after it (compute.py finds it by the metric's key).
 LIP_DYNAMICS = MeshPass(metric.LIP_DYNAMICS.key, resize_256=True)
 EYEBROW = MeshPass("eyebrow")

@@ -105,7 +105,7 @@ MODELS = {m.name: m for m in (
         aligns_faces=True),
 )}
 
-# Which model scores which metric, per profile (METRICS.md "Quality"). Both score faces with
+# Which model scores which metric, per profile (docs/metrics.md, "Quality"). Both score faces with
 # pyiqa 0.1.13's topiq_nr-face (GFIQA); they differ in what they score (full frames or face crops).
 METRIC_MODELS = {
     "reference": {GLOBAL_AESTHETIC.key: "topiq_iaa", MOUTH_QUALITY.key: "musiq",

@@ -1,4 +1,4 @@
-"""MediaPipe FaceMesh index sets used by the THEval metrics (see METRICS.md)."""
+"""MediaPipe FaceMesh index sets used by the THEval metrics (see docs/metrics.md, "Shared conventions")."""
 
 LIPS = (0, 13, 14, 17, 37, 39, 40, 61, 78, 80, 81, 82, 84, 87, 88, 91, 95, 146, 178, 181,
         185, 191, 267, 269, 270, 291, 308, 310, 311, 312, 314, 317, 318, 321, 324, 375, 402,

@@ -19,7 +19,7 @@ LMD_F, LMD_M, PSNR, SSIM, LSE_C, LSE_D, FID, FVD = COLUMNS = (
 PUBLISHED_NAMES = {LMD_M: "LMD-L"}
 
 # Landmarks are compared in pixels of a 256x256 frame, as the project's lip metrics measure them
-# (METRICS.md): FaceMesh's normalised x, y times 256. A generated video at another resolution than
+# (docs/metrics.md): FaceMesh's normalised x, y times 256. A generated video at another resolution than
 # its GT is then compared on the same scale, and LMD values are comparable across datasets.
 LMD_SIZE = 256
 MOUTH_POINTS = LIPS

@@ -16,7 +16,7 @@ from theval_mesh.pure.metrics.speech_frames import MIN_SILENCE_RUN_S
 
 QUALITY, NATURALNESS, SYNCHRONIZATION = "Quality", "Naturalness", "Synchronization"
 
-# Direction: which way the RAW value reads (METRICS.md's section headings). It documents the
+# Direction: which way the RAW value reads (the section headings of docs/metrics.md). It documents the
 # metric and changes no score: the Final score normalises every metric by its closeness to GT,
 # s = 1 - |x - g| / |g|, so a quality above GT's or a lip-sync error below GT's loses too.
 HIGHER = "higher is better"     # a quality model's rating

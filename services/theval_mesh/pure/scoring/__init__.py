@@ -1,4 +1,4 @@
-"""Final score and leaderboard from raw THEval metric values (METRICS.md "Final score")."""
+"""Final score and leaderboard from raw THEval metric values (docs/metrics.md, "Final Score")."""
 from theval_mesh.pure.scoring.compat import PUBLISHED_PROVENANCE, check_compatible, differences, is_published
 from theval_mesh.pure.scoring.errors import IncompatibleBackends, ScoringError
 from theval_mesh.pure.scoring.final_score import (Leaderboard, RawRow, ScoredRow, final_score, group_scores,

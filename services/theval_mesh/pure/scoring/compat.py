@@ -1,6 +1,6 @@
 """Is a GT set comparable with a model's results? Only when both were scored the same way.
 
-A provenance is the dict every stored result carries (METRICS.md "Provenance"). The fields that
+A provenance is the dict every stored result carries (docs/metrics.md, "Provenance"). The fields that
 determine metric values and are compared here:
 
     {"profile": "reference",

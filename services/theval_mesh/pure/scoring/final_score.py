@@ -1,4 +1,4 @@
-"""THEval Final score: normalise each metric by the GT value, average, rank (METRICS.md "Final score").
+"""THEval Final score: normalise each metric by the GT value, average, rank (docs/metrics.md, "Final Score").
 
 Decisions:
 - A model metric that is NaN (no video gave a value) gets a NaN normalised score; its group and

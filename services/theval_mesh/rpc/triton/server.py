@@ -1,7 +1,7 @@
 """Start a real Triton server on this machine: the `tritonserver` 2.51 binary bundled in the
 nvidia-pytriton wheel, with its python backend, serving the project's model repository.
 
-What the wheel needs to run outside pytriton (DESIGN.md, checked here):
+What the wheel needs to run outside pytriton (docs/deployment.md, "Triton"; checked here):
   - a backend directory whose python/ holds the backend library, its utils and the python stub
     built for THIS Python (we link them into a temporary directory);
   - the wheel's bundled libraries, and this interpreter's libpython, on LD_LIBRARY_PATH;

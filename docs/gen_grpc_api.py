@@ -1,0 +1,199 @@
+"""Generate docs/grpc-api.md from the .proto files in protos/theval/v1.
+
+    python docs/gen_grpc_api.py           write docs/grpc-api.md
+    python docs/gen_grpc_api.py --check   exit 1 if docs/grpc-api.md is stale
+
+Reads the .proto text itself (no protoc needed): services and their RPCs, messages and their
+fields, with the comments written above or beside them. tests/unit/test_docs.py runs render()
+and compares it with the committed page.
+"""
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROTO_DIR = ROOT / "protos" / "theval" / "v1"
+PAGE = ROOT / "docs" / "grpc-api.md"
+# The evaluator first (what a client calls), then the four services behind it, then the shared messages.
+ORDER = ["evaluator.proto", "landmarks.proto", "headpose.proto", "quality.proto", "audio.proto", "common.proto"]
+
+RPC = re.compile(r"rpc\s+(\w+)\s*\(\s*(stream\s+)?([\w.]+)\s*\)\s*returns\s*\(\s*(stream\s+)?([\w.]+)\s*\)\s*;")
+FIELD = re.compile(r"(optional\s+|repeated\s+)?(map\s*<\s*\w+\s*,\s*[\w.]+\s*>|[\w.]+)\s+(\w+)\s*=\s*(\d+)\s*;")
+
+
+@dataclass
+class Rpc:
+    name: str
+    request: str
+    response: str
+    client_stream: bool
+    server_stream: bool
+    comment: str
+
+
+@dataclass
+class Field:
+    name: str
+    type: str
+    label: str  # "", "optional", "repeated"
+    number: int
+    comment: str
+    oneof: str = ""
+
+
+@dataclass
+class Block:
+    kind: str  # "service" or "message"
+    name: str
+    comment: str
+    rpcs: list = field(default_factory=list)
+    fields: list = field(default_factory=list)
+    reserved: list = field(default_factory=list)
+
+
+@dataclass
+class ProtoFile:
+    name: str
+    package: str
+    comment: str
+    blocks: list
+
+
+def _split_comment(line: str) -> tuple[str, str]:
+    code, sep, comment = line.partition("//")
+    return code.strip(), comment.strip() if sep else ""
+
+
+def parse(path: Path) -> ProtoFile:
+    header, pending, blocks = [], [], []
+    package, block, oneof, seen_code = "", None, "", False
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        code, comment = _split_comment(raw)
+        if not code:
+            if comment and not seen_code:
+                header.append(comment)
+            elif comment:
+                pending.append(comment)
+            elif not raw.strip() and block is None:
+                pending = []  # a blank line outside a block ends a comment that belongs to nothing
+            continue
+        seen_code = True
+        described = " ".join(pending + ([comment] if comment else []))
+        pending = []
+        if m := re.match(r"package\s+([\w.]+)\s*;", code):
+            package = m.group(1)
+        elif m := re.match(r"(service|message)\s+(\w+)\s*\{", code):
+            block = Block(m.group(1), m.group(2), described)
+            blocks.append(block)
+        elif m := re.match(r"oneof\s+(\w+)\s*\{", code):
+            oneof = m.group(1)
+        elif code == "}":
+            if oneof:
+                oneof = ""
+            else:
+                block = None
+        elif block is not None and (m := RPC.match(code)):
+            block.rpcs.append(Rpc(m.group(1), m.group(3), m.group(5), bool(m.group(2)), bool(m.group(4)),
+                                  described))
+        elif block is not None and code.startswith("reserved"):
+            block.reserved.append(code.rstrip(";").split(None, 1)[1] + (f" ({comment})" if comment else ""))
+        elif block is not None and (m := FIELD.match(code)):
+            block.fields.append(Field(m.group(3), re.sub(r"\s+", " ", m.group(2)).replace("< ", "<"),
+                                      (m.group(1) or "").strip(), int(m.group(4)), described, oneof))
+    return ProtoFile(path.name, package, " ".join(header), blocks)
+
+
+def _text(s: str) -> str:
+    """Proto comment text as a Markdown table cell or paragraph."""
+    s = s.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
+    return s.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _type(name: str, messages: set) -> str:
+    """A type as code, linked to its table when it is one of ours."""
+    m = re.match(r"map<(\w+), ([\w.]+)>$", name)
+    if m:
+        text, inner = f"`map<{m.group(1)}, {m.group(2)}>`", m.group(2)
+        return f"[{text}](#{inner.lower()})" if inner in messages else text
+    return f"[`{name}`](#{name.lower()})" if name in messages else f"`{name}`"
+
+
+def render() -> str:
+    files = sorted(PROTO_DIR.glob("*.proto"), key=lambda p: (ORDER.index(p.name) if p.name in ORDER
+                                                               else len(ORDER), p.name))
+    protos = [parse(p) for p in files]
+    messages = {b.name for f in protos for b in f.blocks if b.kind == "message"}
+    packages = sorted({f.package for f in protos})
+    out = [
+        "# gRPC API",
+        "",
+        "<!-- Generated by docs/gen_grpc_api.py from protos/theval/v1/*.proto. Do not edit: edit the",
+        "     .proto files and run `python docs/gen_grpc_api.py` (tests/unit/test_docs.py checks it). -->",
+        "",
+        f"Package `{', '.join(packages)}`, defined in `protos/theval/v1/`. A client (a generation pipeline)",
+        "calls the `EvaluatorService`; the evaluator calls the four services behind it. Every server also",
+        "answers the standard `grpc.health.v1` health checks and server reflection. The descriptions below",
+        "are the comments of the `.proto` files.",
+        "",
+        "## Services",
+        "",
+        "| Service | File | RPCs |",
+        "|---|---|---|",
+    ]
+    for f in protos:
+        for b in f.blocks:
+            if b.kind == "service":
+                out.append(f"| [`{b.name}`](#{b.name.lower()}) | `{f.name}` | "
+                           f"{', '.join(r.name for r in b.rpcs)} |")
+    for f in protos:
+        for b in (b for b in f.blocks if b.kind == "service"):
+            out += ["", f"### {b.name}", ""]
+            if f.comment:
+                out += [_text(f.comment), ""]
+            if b.comment:
+                out += [_text(b.comment), ""]
+            out += ["| RPC | Request | Response | Description |", "|---|---|---|---|"]
+            for r in b.rpcs:
+                req = ("stream " if r.client_stream else "") + _type(r.request, messages)
+                resp = ("stream " if r.server_stream else "") + _type(r.response, messages)
+                out.append(f"| `{r.name}` | {req} | {resp} | {_text(r.comment)} |")
+    out += ["", "## Messages"]
+    for f in protos:
+        msgs = [b for b in f.blocks if b.kind == "message"]
+        if not msgs:
+            continue
+        out += ["", f"### Messages of `{f.name}`"]
+        for b in msgs:
+            out += ["", f"#### {b.name}", ""]
+            if b.comment:
+                out += [_text(b.comment), ""]
+            out += ["| Field | Type | Number | Description |", "|---|---|---:|---|"]
+            for fl in b.fields:
+                kind = (f"{fl.label} " if fl.label else "") + _type(fl.type, messages)
+                note = " ".join(filter(None, [f"one of `{fl.oneof}`." if fl.oneof else "", _text(fl.comment)]))
+                out.append(f"| `{fl.name}` | {kind} | {fl.number} | {note} |")
+            for r in b.reserved:
+                out.append(f"| (reserved) | | | {_text(r)} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/grpc-api.md is stale")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""
+        if current != text:
+            print(f"{PAGE.relative_to(ROOT)} is stale: run python docs/gen_grpc_api.py", file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(text, encoding="utf-8")
+    print(f"wrote {PAGE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
