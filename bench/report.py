@@ -15,8 +15,9 @@ from pathlib import Path
 
 from theval_mesh.core import aggregate
 from theval_mesh.core.results import OK, VideoResult
-from theval_mesh.jobs import html_report, outputs
-from theval_mesh.jobs.outputs import RESULTS_JSONL
+from theval_mesh.outputs import html_report
+from theval_mesh.outputs import results_files
+from theval_mesh.outputs.results_files import RESULTS_JSONL
 from theval_mesh.pure.scoring.final_score import leaderboard
 from theval_mesh.pure.scoring.uncertainty import bootstrap
 
@@ -46,7 +47,7 @@ def scaled_results(source: Path, out: Path) -> None:
     board = leaderboard(rows, gt_name="GT")
     values, items = aggregate.per_video(results, names)
     board.uncertainty = bootstrap(values, "GT", board.weights, [r.model for r in board.rows if r.rank], items=items)
-    outputs.write_all(out, results, rows, board, {"job": "bench", "gt": "GT", "settings": {},
+    results_files.write_all(out, results, rows, board, {"job": "bench", "gt": "GT", "settings": {},
                                                   "provenance": rows[0].provenance, "warnings": []})
 
 

@@ -8,7 +8,7 @@ HTTP port, the launcher's pipe. Leaves can be stopped and started again on their
 that restarts).
 
 The evaluator can be built once per process only: its job store's Prometheus collector goes into
-the process-wide registry (jobs.telemetry.register_jobs), which refuses a second one.
+the process-wide registry (jobs.job_telemetry.register_jobs), which refuses a second one.
 """
 import argparse
 import importlib

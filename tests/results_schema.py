@@ -3,7 +3,7 @@ import json
 
 import jsonschema
 
-from theval_mesh.jobs.outputs import RESULTS_SCHEMA
+from theval_mesh.outputs.results_files import RESULTS_SCHEMA
 
 
 def validate_results(document: dict):

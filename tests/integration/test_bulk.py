@@ -16,11 +16,11 @@ import pytest
 from job_support import run_until
 from mesh_support import Mesh, free_port, scrape
 
-from theval_mesh.jobs import telemetry
-from theval_mesh.jobs.inputs import plan
-from theval_mesh.jobs.job_store import JobSpec, SqlJobStore
+from theval_mesh.jobs import job_telemetry
+from theval_mesh.core.inputs import plan
+from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 from theval_mesh.jobs.pipeline import run_ray
-from theval_mesh.jobs.report import write_report
+from theval_mesh.outputs.results_files import write_results
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.synth import generate_kit
@@ -165,8 +165,8 @@ def test_an_orchestrator_killed_mid_job_resumes_without_loss_or_duplicates(finis
     assert one_result_per_item(path, job.id) == (job.total, job.total, job.total)
     # the leaderboard equals the uninterrupted run's
     _, other_store, other = finished
-    board, _, _ = write_report(tmp_path / "resumed", store, job)
-    reference, _, _ = write_report(tmp_path / "uninterrupted", other_store, other)
+    board = write_results(tmp_path / "resumed", store, job).board
+    reference = write_results(tmp_path / "uninterrupted", other_store, other).board
     assert repr([(r.model, r.final, r.scores) for r in board.rows]) == repr([(r.model, r.final, r.scores) for r in reference.rows])
 
 
@@ -176,7 +176,7 @@ def test_a_mesh_service_killed_mid_job_is_survived_by_retries(source, tmp_path):
     mesh.start()
     try:
         store, job = new_job(tmp_path / "jobs.sqlite", [["GT", str(clips)]], mesh=mesh.procs["evaluator"].address)
-        retries = telemetry.JOB_RETRIES._value.get()
+        retries = job_telemetry.JOB_RETRIES._value.get()
         runner, outcome = run_until(store, job.id, workers=2, done=4)
         landmarks = mesh.procs["landmarks"]
         landmarks.kill()  # SIGKILL: the videos in flight lose their landmarks call
@@ -186,7 +186,7 @@ def test_a_mesh_service_killed_mid_job_is_survived_by_retries(source, tmp_path):
         job = outcome["job"]
         assert job.state == "done" and job.done == 24 and job.failed == 0, job.error
         assert one_result_per_item(tmp_path / "jobs.sqlite", job.id)[:2] == (24, 24)
-        assert telemetry.JOB_RETRIES._value.get() > retries, "no video was retried"
+        assert job_telemetry.JOB_RETRIES._value.get() > retries, "no video was retried"
     finally:
         mesh.stop()
 

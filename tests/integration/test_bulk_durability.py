@@ -12,8 +12,8 @@ from job_support import run_until
 from mesh_support import Mesh
 
 from theval_mesh.core.results import FAILED, OK
-from theval_mesh.jobs.inputs import plan
-from theval_mesh.jobs.job_store import JobSpec, SqlJobStore, StoreFull
+from theval_mesh.core.inputs import plan
+from theval_mesh.stores.job_store import JobSpec, SqlJobStore, StoreFull
 from theval_mesh.jobs.pipeline import run_inline
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.synth import generate_kit
@@ -119,13 +119,13 @@ def test_a_full_disk_stops_the_job_resumably_with_what_it_committed(tmp_path, cl
 
 
 def _scorer_actors_of_this_test() -> list[int]:
-    """Pids of the Ray workers holding a Scorer that descend from this process (no one else's)."""
+    """Pids of the Ray workers holding a ScoringWorker that descend from this process (no one else's)."""
     def parent(pid):
         return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
     found = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if b"ray::Scorer" not in Path(f"/proc/{entry}/cmdline").read_bytes():
+            if b"ray::ScoringWorker" not in Path(f"/proc/{entry}/cmdline").read_bytes():
                 continue
             pid = int(entry)
             while pid > 1 and pid != os.getpid():

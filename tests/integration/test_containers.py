@@ -23,7 +23,7 @@ from prometheus_support import Prometheus
 
 from theval_mesh.backends.audio.backend import AudioBackend
 from theval_mesh.commands.cli import main
-from theval_mesh.jobs.outputs import write_results_csv
+from theval_mesh.outputs.results_files import write_results_csv
 from theval_mesh.rpc import probe
 from theval_mesh.rpc.security import ClientSecurity, client_channel
 from theval_mesh.rpc.triton.client import TritonClient, TritonVad

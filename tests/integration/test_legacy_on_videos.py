@@ -10,7 +10,7 @@ import pytest
 from video_files import gradient, write_video
 
 from theval_mesh.commands.cli import main as cli
-from theval_mesh.jobs import legacy
+from theval_mesh.studies import legacy_metrics
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics import legacy as lm
 from theval_mesh.synth import motion
@@ -60,9 +60,9 @@ def videos(tmp_path_factory):
 @pytest.fixture(scope="module")
 def scored(videos, tmp_path_factory):
     store = tmp_path_factory.mktemp("empty-store")
-    models = legacy.generated_models([str(videos / m) for m in
+    models = legacy_metrics.generated_models([str(videos / m) for m in
                                       ("same", "noise_low", "noise_high", "shifted", "frozen")])
-    result = legacy.run(models, videos / "gt", store=store, progress=False)
+    result = legacy_metrics.run(models, videos / "gt", store=store, progress=False)
     return {r.model: r for r in result.rows}, result
 
 
@@ -119,7 +119,7 @@ def test_cli_pairs_by_name_and_failures_stay_alone(videos, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert code == 3  # partial
     rows = {r["video"].rsplit("/", 1)[1]: r for r in csv.DictReader(open(out / "legacy.csv"))}
-    assert list(next(iter(rows.values()))) == list(legacy.CSV_COLUMNS)
+    assert list(next(iter(rows.values()))) == list(legacy_metrics.CSV_COLUMNS)
     assert rows["clip_a.mp4"]["status"] == "ok" and float(rows["clip_a.mp4"]["ssim"]) == 1.0
     assert rows["orphan.mp4"]["reason"] == (f"no GT video named orphan.mp4 in {videos / 'gt'}: legacy metrics "
                                             "pair generated and GT videos by file name")
@@ -138,5 +138,5 @@ def test_no_pair_at_all_is_one_clear_error(videos, tmp_path):
     folder.mkdir()
     shutil.copy(videos / "gt" / "clip_a.mp4", folder / "other.mp4")
     with pytest.raises(UserError, match="none of the 1 generated video.*same file name"):
-        legacy.run(legacy.generated_models([str(folder)]), videos / "gt", store=tmp_path, progress=False)
+        legacy_metrics.run(legacy_metrics.generated_models([str(folder)]), videos / "gt", store=tmp_path, progress=False)
     assert cli(["legacy", "--generated", str(folder), "--gt", str(tmp_path / "nowhere")]) == 1

@@ -11,7 +11,7 @@ from mesh_support import Mesh, ServiceProcess
 from model_parity_set import clips, cut, frames_of
 
 from theval_mesh.core.engine import Engine
-from theval_mesh.jobs.job_store import JobSpec
+from theval_mesh.stores.job_store import JobSpec
 from theval_mesh.jobs.pipeline import check
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.settings import RunSettings

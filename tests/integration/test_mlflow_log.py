@@ -59,3 +59,31 @@ def test_a_store_that_cannot_be_written_is_a_clear_error_and_keeps_the_results(k
     err = capsys.readouterr().err
     assert "--log-to mlflow: could not log to" in err and str(out) in err
     assert (out / "results.json").is_file() and (out / "report.html").is_file()
+
+
+def test_the_python_api_logs_the_same_run(kit, evaluated_dir, tmp_path):
+    """evaluate(log_to="mlflow") writes the report and logs, as the command does; the run is found
+    by the id it returns."""
+    from mlflow import MlflowClient
+
+    from theval_mesh import evaluate
+    out = tmp_path / "results"
+    shutil.copytree(evaluated_dir, out)
+    store = (tmp_path / "mlruns").as_uri()
+    models = {v: Path(kit.out_dir) / v for v in kit.variants}
+    evaluation = evaluate(Path(kit.out_dir) / "gt", models, out, quality="proxy", inline=True, progress=False,
+                          log_to="mlflow", mlflow_uri=store, mlflow_experiment="api")
+    assert evaluation.mlflow.uri == store and evaluation.paths["report"] == out / "report.html"
+    run = MlflowClient(tracking_uri=store).get_run(evaluation.mlflow.run_id)
+    best = next(row for row in evaluation.leaderboard if row.rank == 1)
+    assert run.data.metrics[f"{best.model}/final"] == pytest.approx(best.final)
+    assert "report.html" in {a.path for a in MlflowClient(tracking_uri=store).list_artifacts(run.info.run_id)}
+
+
+def test_the_python_api_refuses_mlflow_without_a_results_folder(tmp_path):
+    from theval_mesh import evaluate
+    from theval_mesh.pure.errors import UserError
+    with pytest.raises(UserError, match="give `out`"):
+        evaluate(tmp_path, {}, log_to="mlflow")
+    with pytest.raises(UserError, match="only destination"):
+        evaluate(tmp_path, {}, tmp_path / "out", log_to="wandb")

@@ -19,8 +19,8 @@ import pytest
 from k8s_support import render, workspace
 from ray_support import RayHead
 
-from theval_mesh.jobs.inputs import plan
-from theval_mesh.jobs.job_store import JobSpec, SqlJobStore
+from theval_mesh.core.inputs import plan
+from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 from theval_mesh.jobs.pipeline import _private_ray, run_ray
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.launcher import free_port

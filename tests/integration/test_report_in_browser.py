@@ -8,7 +8,7 @@ import pytest
 from browser import artefacts, browser_page
 
 from theval_mesh.commands.cli import main
-from theval_mesh.jobs.html_report import build_report
+from theval_mesh.outputs.html_report import build_report
 from theval_mesh.pure.scoring.tables import published_leaderboard
 
 pytestmark = pytest.mark.slow  # chromium and thumbnails from the kit's videos: ~15 s
@@ -110,7 +110,7 @@ def hostile_results(folder):
 
     from theval_mesh.core import aggregate
     from theval_mesh.core.results import OK, VideoResult
-    from theval_mesh.jobs import outputs
+    from theval_mesh.outputs import results_files
     from theval_mesh.pure.metrics.registry import REGISTRY
     from theval_mesh.pure.scoring.final_score import leaderboard
 
@@ -122,7 +122,7 @@ def hostile_results(folder):
            for model in names for video in HOSTILE[:3]]
     rows = aggregate.model_rows(res, names)
     run_info = {"job": "job-1", "gt": "/videos/GT", "models": {}, "settings": {}, "provenance": provenance}
-    outputs.write_all(folder, res, rows, leaderboard(rows, gt_name="GT"), run_info)
+    results_files.write_all(folder, res, rows, leaderboard(rows, gt_name="GT"), run_info)
     return names
 
 

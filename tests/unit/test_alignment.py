@@ -10,8 +10,8 @@ import pytest
 from scipy import stats
 
 from theval_mesh.commands.cli import main
-from theval_mesh.jobs import outputs
-from theval_mesh.jobs.alignment_files import published_correlations, published_header, read_human, read_scores
+from theval_mesh.outputs import results_files
+from theval_mesh.studies.alignment_files import published_correlations, published_header, read_human, read_scores
 from theval_mesh.pure.exit_codes import EXIT_ERROR
 from theval_mesh.pure.scoring.alignment import (bootstrap_ci, correlate, format_p, p_value, spearman,
                                                 win_rates)
@@ -180,11 +180,11 @@ def test_align_the_published_leaderboard(tmp_path, capsys):
 
 
 def test_align_a_results_directory_and_print_json(tmp_path, capsys):
-    # results.json as `theval evaluate` writes it (outputs.results_document), GT row included.
+    # results.json as `theval evaluate` writes it (results_files.results_document), GT row included.
     raw = [RawRow("GT", dict.fromkeys(METRICS, 1.0))]
     raw += [RawRow(f"m{i}", {m: 1.0 + 0.05 * i * (j + 1) / 8 for j, m in enumerate(METRICS)}) for i in range(1, 6)]
     board = leaderboard(raw)
-    (tmp_path / "results.json").write_text(json.dumps(outputs.results_document(board, raw, [], {})))
+    (tmp_path / "results.json").write_text(json.dumps(results_files.results_document(board, raw, [], {})))
     rates = tmp_path / "rates.csv"
     rates.write_text("model,win_rate\n" + "".join(f"M{i},{1 - i / 10}\n" for i in range(1, 6)) + "gt,0.9\n")
 

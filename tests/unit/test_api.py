@@ -67,8 +67,9 @@ def _evaluation():
     model.metrics["lip_sync"] = math.nan
     bad = VideoResult("m", "m/b.mp4", FAILED, "not a readable video")
     results = [gt, model, bad]
-    board = aggregate.ranked(results, ["GT", "m"], "GT", weights={"Lip sync": 0})  # m has no lip-sync value
-    return Evaluation(results=results, leaderboard=_rows(board, results), board=board, paths={})
+    rows = aggregate.model_rows(results, ["GT", "m"])
+    board = aggregate.ranked(results, ["GT", "m"], "GT", weights={"Lip sync": 0}, rows=rows)  # m: no lip-sync value
+    return Evaluation(results=results, leaderboard=_rows(board, rows), board=board, paths={})
 
 
 def test_leaderboard_rows_hold_raw_normalised_group_and_final_scores():

@@ -10,10 +10,10 @@ import pytest
 from theval_mesh.commands.cli import main
 from theval_mesh.core import aggregate
 from theval_mesh.core.results import OK, VideoResult
-from theval_mesh.jobs import outputs
-from theval_mesh.jobs.alignment_files import read_human, read_scores
-from theval_mesh.jobs.legacy import LegacyRow, LegacyRun, write_outputs
-from theval_mesh.jobs.study_store import StudyStore
+from theval_mesh.outputs import results_files
+from theval_mesh.studies.alignment_files import read_human, read_scores
+from theval_mesh.studies.legacy_metrics import LegacyRow, LegacyRun, write_outputs
+from theval_mesh.stores.study_store import StudyStore
 from theval_mesh.pure.csv_cells import FORMULA_STARTS, Writer, from_cell, to_cell
 from theval_mesh.pure.metrics.registry import REGISTRY
 from theval_mesh.pure.scoring.final_score import leaderboard
@@ -57,7 +57,7 @@ def test_the_files_of_an_evaluation_hold_no_formula_and_read_back(tmp_path):
            for k, model in enumerate(models) for video in NAMES[:2]]
     rows = aggregate.model_rows(res, models)
     board = leaderboard(rows, gt_name="GT")
-    paths = outputs.write_all(tmp_path, res, rows, board, {"settings": {}})
+    paths = results_files.write_all(tmp_path, res, rows, board, {"settings": {}})
     for name in ("results_csv", "raw_metrics", "leaderboard_csv"):
         assert_no_formula(paths[name])
     assert f"'{LINK}.mp4" in cells(paths["results_csv"])

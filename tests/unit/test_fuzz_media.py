@@ -1,6 +1,6 @@
 """Seeded byte mutations of real videos (tests/media_fuzz.py) through every part that parses them:
 the decoder (each mutant in a child process, so a native crash is caught and named), the job's
-scorer in this process (jobs.pipeline.Scorer: what `theval evaluate` and bulk jobs run), and the
+scorer in this process (jobs.pipeline.ScoringWorker: what `theval evaluate` and bulk jobs run), and the
 evaluator over gRPC (the in-process mesh: real servers on loopback). Every outcome is a result, or
 that video's failure with a one-line reason: never an exception out of the scorer, a crash, a hang
 or INTERNAL. The inputs that once broke one of them (tests/data/fuzz/crash-*) run through all three.
@@ -18,8 +18,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import media_fuzz
 from theval_mesh.core.results import FAILED, OK, VideoResult
-from theval_mesh.jobs.job_store import JobSpec
-from theval_mesh.jobs.pipeline import Scorer
+from theval_mesh.stores.job_store import JobSpec
+from theval_mesh.jobs.pipeline import ScoringWorker
 from theval_mesh.pure.settings import RunSettings
 
 pytestmark = pytest.mark.slow
@@ -68,10 +68,10 @@ def test_mutants_decode_to_a_result_or_a_video_error_never_a_crash(tmp_path):
 
 
 def test_the_job_scorer_turns_every_mutant_into_a_result(tmp_path):
-    """pipeline.Scorer.score is what a Ray actor and an inline run call for each video: whatever
+    """pipeline.ScoringWorker.score is what a Ray actor and an inline run call for each video: whatever
     the file, it answers ("ok", a result), never raises; a failure carries a one-line reason."""
     paths = scored_inputs(tmp_path / "videos")
-    scorer = Scorer(JobSpec(inputs=[["GT", str(tmp_path)]], settings=RunSettings(quality="proxy",
+    scorer = ScoringWorker(JobSpec(inputs=[["GT", str(tmp_path)]], settings=RunSettings(quality="proxy",
                                                                                    single_pass=True).key()))
     statuses = {}
     for seq, path in enumerate(paths):

@@ -1,4 +1,4 @@
-"""What a run scores, from the paths it is given (jobs.inputs): every entry of a folder named like a
+"""What a run scores, from the paths it is given (core.inputs): every entry of a folder named like a
 video is a video to score or a failed item with the reason it cannot be read (a FIFO, a device, a
 broken or looping link, a folder), never skipped in silence, and nothing blocks on a FIFO; a model
 name given as NAME=DIR is never cut at an '=' it holds."""
@@ -10,8 +10,8 @@ from video_files import gradient, write_video
 
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.commands.cli import main
-from theval_mesh.jobs.inputs import Item, discover, parse_model_arg, plan, videos_in
-from theval_mesh.jobs.study import model_folders
+from theval_mesh.core.inputs import Item, discover, parse_model_arg, plan, videos_in
+from theval_mesh.studies.study_server import model_folders
 from theval_mesh.pure.errors import UserError, VideoError
 
 # entry -> the reason it is reported with (None: a video to score)

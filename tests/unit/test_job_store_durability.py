@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from theval_mesh.core.results import OK, VideoResult
-from theval_mesh.jobs.inputs import Item
-from theval_mesh.jobs.job_store import STALE_S, JobSpec, SqlJobStore, StoreFull
-from theval_mesh.jobs.reference_store import ReferenceStore
+from theval_mesh.core.inputs import Item
+from theval_mesh.stores.job_store import STALE_S, JobSpec, SqlJobStore, StoreFull
+from theval_mesh.stores.reference_store import ReferenceStore
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.settings import RunSettings
 
@@ -161,7 +161,7 @@ def test_a_cancel_requested_before_the_driver_died_stays_a_cancel(tmp_path):
 # ---------------------------------------------------------------------------- 4. dead drivers
 DRIVER = """
 import sys, time
-from theval_mesh.jobs.job_store import SqlJobStore
+from theval_mesh.stores.job_store import SqlJobStore
 store = SqlJobStore(sys.argv[1])
 store.claim(sys.argv[2])
 print("claimed", flush=True)

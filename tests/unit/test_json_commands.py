@@ -3,8 +3,8 @@ stdout that a script can read, with what the text shows."""
 import json
 
 from theval_mesh.commands.cli import main
-from theval_mesh.jobs.inputs import Item
-from theval_mesh.jobs.job_store import JobSpec, SqlJobStore
+from theval_mesh.core.inputs import Item
+from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 from theval_mesh.pure.settings import RunSettings
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from theval_mesh.backends.legacy.networks import skip_reason
-from theval_mesh.jobs import legacy
+from theval_mesh.studies import legacy_metrics
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics import legacy as lm
 
@@ -78,8 +78,8 @@ def test_present_weights_load_but_are_not_computed_and_bad_ones_are_named(tmp_pa
 
 
 def test_model_names_default_to_folder_names(tmp_path):
-    assert legacy.generated_models([str(tmp_path / "a"), str(tmp_path / "b")]) == [
+    assert legacy_metrics.generated_models([str(tmp_path / "a"), str(tmp_path / "b")]) == [
         ("a", str(tmp_path / "a")), ("b", str(tmp_path / "b"))]
-    assert legacy.generated_models(["x/v.mp4"], ["m"]) == [("m", "x/v.mp4")]
+    assert legacy_metrics.generated_models(["x/v.mp4"], ["m"]) == [("m", "x/v.mp4")]
     with pytest.raises(UserError, match="--model given 2 times for 3"):
-        legacy.generated_models(["a", "b", "c"], ["m", "n"])
+        legacy_metrics.generated_models(["a", "b", "c"], ["m", "n"])

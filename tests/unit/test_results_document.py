@@ -11,7 +11,7 @@ from results_schema import validate_results
 
 from theval_mesh.core import aggregate
 from theval_mesh.core.results import FAILED, OK, VideoResult
-from theval_mesh.jobs import outputs
+from theval_mesh.outputs import results_files
 from theval_mesh.pure.metrics.registry import REGISTRY
 from theval_mesh.pure.scoring.final_score import leaderboard, video_scores
 from theval_mesh.pure.scoring.names import METRICS, NAME_OF_KEY
@@ -44,7 +44,7 @@ def evaluation(tmp_path):
                                   resamples=2000)
     run_info = {"job": "job-1", "gt": "/videos/GT", "models": {"near": "/videos/near", "far": "/videos/far"},
                 "settings": {"profile": "reference"}, "provenance": PROVENANCE}
-    paths = outputs.write_all(tmp_path, res, rows, board, run_info)
+    paths = results_files.write_all(tmp_path, res, rows, board, run_info)
     return res, board, paths
 
 
@@ -116,7 +116,7 @@ def test_the_heat_map_labels_the_proxy_and_every_cell_reads(tmp_path):
     from matplotlib.colors import to_rgb
     _, board, paths = evaluation(tmp_path)
     assert paths["plot"].stat().st_size > 10_000
-    fig = outputs.leaderboard_figure(board, outputs._proxies(PROVENANCE))
+    fig = results_files.leaderboard_figure(board, results_files._proxies(PROVENANCE))
     heat, bars = fig.axes[0], fig.axes[1]
     assert "PROXY: Global aesthetic, Mouth quality, Face quality" in heat.get_title()
     labels = [t.get_text() for t in heat.get_xticklabels()]
@@ -125,7 +125,7 @@ def test_the_heat_map_labels_the_proxy_and_every_cell_reads(tmp_path):
     cmap = matplotlib.colormaps["RdYlGn"]
     for value in np.linspace(0, 1, 101):  # WCAG AA for small text: contrast 4.5
         cell = cmap(value)
-        assert _contrast(to_rgb(outputs._ink(cell)), cell) >= 4.5, value
+        assert _contrast(to_rgb(results_files._ink(cell)), cell) >= 4.5, value
     cells = [t for t in heat.texts]
     assert len(cells) == 2 * len(METRICS) and {t.get_color() for t in cells} <= {"black", "white"}
 
@@ -137,7 +137,7 @@ def test_a_run_of_the_gt_alone_writes_every_file(tmp_path):
     board = leaderboard(rows, gt_name="GT")
     values, items = aggregate.per_video(gt, ["GT"])
     board.uncertainty = bootstrap(values, "GT", board.weights, [], items=items, resamples=100)
-    paths = outputs.write_all(tmp_path, gt, rows, board, {"provenance": PROVENANCE})
+    paths = results_files.write_all(tmp_path, gt, rows, board, {"provenance": PROVENANCE})
     document = json.loads(paths["results_json"].read_text())
     validate_results(document)
     assert paths["plot"].stat().st_size > 0 and document["comparisons"] == []
@@ -149,7 +149,7 @@ def test_results_json_summarises_each_models_audio_visual_offsets(tmp_path):
         r.fps = 25.0
         if k < 4:  # 4 of its 5 scored videos have an estimate: 3 within a frame (40 ms), one beyond
             r.av_offset = {"ms": [10.0, -20.0, 30.0, 200.0][k], "confidence": 0.5}
-    summary = outputs.offset_summary(res)
+    summary = results_files.offset_summary(res)
     assert summary["far"] == {"videos": 4, "median_ms": 20.0, "mean_abs_ms": 65.0,
                               "p90_abs_ms": np.percentile([10, 20, 30, 200], 90), "beyond_one_frame": 0.25}
     assert summary["GT"] == {"videos": 0, "median_ms": None, "mean_abs_ms": None, "p90_abs_ms": None,

@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from theval_mesh.jobs.study import byte_range, model_folders, videos_by_name
-from theval_mesh.jobs.study_store import EXPORT_COLUMNS, StudyStore
+from theval_mesh.studies.study_server import byte_range, model_folders, videos_by_name
+from theval_mesh.stores.study_store import EXPORT_COLUMNS, StudyStore
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.study_plan import Pair, candidates, plan_pairs
 

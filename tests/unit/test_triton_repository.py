@@ -27,7 +27,7 @@ def test_one_model_per_network_the_metrics_use():
     pyiqa = {m.pyiqa for m in repository.MODELS.values() if m.pyiqa}
     assert pyiqa == set(QUALITY_MODELS)  # topiq_iaa, topiq_nr-face, musiq, musiq-spaq
     assert repository.VAD_MODEL in repository.MODELS
-    assert repository.MODELS[repository.FACEXFORMER_MODEL].python_class == "HeadPoseModel"  # --headpose facexformer
+    assert repository.MODELS[repository.FACEXFORMER_MODEL].python_class == "HeadPoseTritonModel"  # --headpose facexformer
 
 
 @pytest.mark.parametrize("name", sorted(repository.MODELS))

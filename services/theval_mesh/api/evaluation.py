@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from theval_mesh.api import dataframes
 from theval_mesh.api.arguments import Models, model_pairs, run_settings
+from theval_mesh.api.reports import MlflowRun, log_to_mlflow, write_report
 from theval_mesh.core import aggregate
 from theval_mesh.core.results import VideoResult
-from theval_mesh.jobs import outputs, pipeline
-from theval_mesh.jobs.inputs import plan
-from theval_mesh.jobs.job_store import SqlJobStore
-from theval_mesh.jobs.report import Progress, write_report
+from theval_mesh.outputs import results_files
+from theval_mesh.jobs import pipeline
+from theval_mesh.core.inputs import plan
+from theval_mesh.stores.job_store import SqlJobStore
+from theval_mesh.jobs.progress import Progress
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring.final_score import Leaderboard
 from theval_mesh.pure.settings import RunSettings
@@ -49,6 +51,7 @@ class Evaluation:
     leaderboard: list[LeaderboardRow]  # GT first, then by rank, then unranked rows
     board: Leaderboard = field(repr=False)  # as scoring computed it: weights, GT values, warnings (the CLI prints it)
     paths: dict[str, Path]  # name -> file written under `out` (empty without `out`)
+    mlflow: MlflowRun | None = None  # the run logged to, with log_to="mlflow"
 
     @property
     def warnings(self) -> list[str]:
@@ -64,7 +67,8 @@ class Evaluation:
 def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, settings: RunSettings | None = None,
              workers: int = 1, gt_name: str = "GT", weights: Mapping[str, float] | str | None = None,
              weights_store: str | None = None, progress: bool = True, mesh: str | None = None,
-             inline: bool = False, ray_address: str | None = None, **options: Any) -> Evaluation:
+             inline: bool = False, ray_address: str | None = None, log_to: str | None = None,
+             mlflow_uri: str | None = None, mlflow_experiment: str = "theval", **options: Any) -> Evaluation:
     """Score the GT videos and each model's, then rank the models against the GT.
 
     gt and each model's path: a folder (searched recursively), one video, or a .txt list of paths.
@@ -82,13 +86,25 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
     line per failed video on stderr. A video that cannot be scored is a failed result with its
     reason; a problem that stops the whole run (no GT scored, missing weights for
     quality="paper", a mesh that does not answer) is a UserError.
+
+    log_to="mlflow": also write the HTML report into `out` and log the evaluation as one MLflow run
+    (mlflow_uri: the tracking URI, default $MLFLOW_TRACKING_URI, else OUT/mlruns) in experiment
+    `mlflow_experiment`; needs `out`.
     """
+    if log_to not in (None, "mlflow"):
+        raise UserError(f"log_to={log_to!r}: the only destination is 'mlflow'")
+    if log_to and out is None:
+        raise UserError("log_to='mlflow' logs the files of a results folder: give `out` too")
     settings = run_settings(settings, options)
     pairs = model_pairs(models)
     run = dict(settings=settings, workers=workers, gt_name=gt_name, weights=weights, weights_store=weights_store,
                progress=progress, mesh=mesh, inline=inline, ray_address=ray_address)
     if out is not None:
-        return _evaluate(str(gt), pairs, Path(out), **run)
+        evaluation = _evaluate(str(gt), pairs, Path(out), **run)
+        if log_to:
+            evaluation.paths["report"] = write_report(out, progress=progress)
+            evaluation.mlflow = log_to_mlflow(out, mlflow_uri, mlflow_experiment)
+        return evaluation
     with tempfile.TemporaryDirectory(prefix="theval-") as tmp:
         evaluation = _evaluate(str(gt), pairs, Path(tmp), **run)
     evaluation.paths = {}
@@ -104,7 +120,7 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
     spec = pipeline.new_spec(inputs, settings, quiet=not progress, gt_name=gt_name, workers=workers,
                              quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address)
     out.mkdir(parents=True, exist_ok=True)
-    store = SqlJobStore(out / outputs.RESULTS_DB)
+    store = SqlJobStore(out / results_files.RESULTS_DB)
     try:
         job = store.create(spec, items)
         shown = Progress(job, enabled=progress, frames=inline)
@@ -117,15 +133,16 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
             shown.close()
         if job.state != "done":
             raise UserError(f"the run stopped ({job.state}): {job.error}; run the same command again to resume")
-        board, results, paths = write_report(out, store, job)
+        written = results_files.write_results(out, store, job)
     finally:
         store.close()
-    paths["results_db"] = out / outputs.RESULTS_DB
-    return Evaluation(results=results, leaderboard=_rows(board, results), board=board, paths=paths)
+    paths = {**written.paths, "results_db": out / results_files.RESULTS_DB}
+    return Evaluation(results=written.results, leaderboard=_rows(written.board, written.rows), board=written.board,
+                      paths=paths)
 
 
-def _rows(board: Leaderboard, results: list[VideoResult]) -> list[LeaderboardRow]:
-    raw = {row.model: row for row in aggregate.model_rows(results, [r.model for r in board.rows])}
+def _rows(board: Leaderboard, raw_rows) -> list[LeaderboardRow]:
+    raw = {row.model: row for row in raw_rows}
     rows = []
     for r in board.rows:
         ci = board.uncertainty.rows.get(r.model) if board.uncertainty else None

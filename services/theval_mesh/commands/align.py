@@ -3,7 +3,7 @@ import json
 import sys
 from pathlib import Path
 
-from theval_mesh.jobs.alignment_files import (Human, Scores, alignment_document, published_correlations,
+from theval_mesh.studies.alignment_files import (Human, ScoreTable, alignment_document, published_correlations,
                                               read_human, read_scores, table_rows, write_outputs)
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring.alignment import LEVEL, MIN_MODELS, RESAMPLES, SEED, align
@@ -41,7 +41,7 @@ def _fold(names, source: str) -> dict:
     return folded
 
 
-def shared_models(scores: Scores, human: Human) -> tuple[list, dict, dict]:
+def shared_models(scores: ScoreTable, human: Human) -> tuple[list, dict, dict]:
     """The models in both files (scores' order and spelling), the ones left out of each, and the
     shared models' win rates under the scores' spelling."""
     in_scores = _fold(next(iter(scores.columns.values())), scores.source)
@@ -57,7 +57,7 @@ def shared_models(scores: Scores, human: Human) -> tuple[list, dict, dict]:
     return used, left_out, {name: human.rates[in_human[name.casefold()]] for name in used}
 
 
-def _notes(scores: Scores, human: Human, left_out: dict) -> list[str]:
+def _notes(scores: ScoreTable, human: Human, left_out: dict) -> list[str]:
     notes = list(scores.notes)
     if left_out["not_in_human"]:
         notes.append(f"not in {human.source}, left out: {', '.join(left_out['not_in_human'])}")

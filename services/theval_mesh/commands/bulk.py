@@ -13,9 +13,10 @@ from pathlib import Path
 from theval_mesh.commands.evaluate import add_log_options, add_run_options, log_run, print_summary, settings_from
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.drivers import drive, last_line, start_driver, summary
-from theval_mesh.jobs.inputs import parse_model_arg, plan
-from theval_mesh.jobs.job_store import FINISHED, SqlJobStore
-from theval_mesh.jobs.report import resuming, write_report
+from theval_mesh.core.inputs import parse_model_arg, plan
+from theval_mesh.stores.job_store import FINISHED, SqlJobStore
+from theval_mesh.jobs.progress import resuming
+from theval_mesh.outputs.results_files import write_results
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.store_location import is_server
@@ -193,9 +194,9 @@ def results(args) -> int:
     if job.remaining:
         print(f"warning: {job.id} is {job.state} with {job.remaining} video(s) not scored yet: the leaderboard "
               "covers the scored ones", file=sys.stderr)
-    board, scored, paths = write_report(Path(args.out), store, job)
-    print_summary(board, scored, paths)
-    log_run(args, args.out, paths)
+    written = write_results(Path(args.out), store, job)
+    print_summary(written.board, written.results, written.paths)
+    log_run(args, args.out)
     return EXIT_PARTIAL if job.failed or job.remaining else EXIT_OK
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from theval_mesh.api.evaluation import evaluate
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import FAILED
-from theval_mesh.jobs.inputs import parse_model_arg
+from theval_mesh.core.inputs import parse_model_arg
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.scoring import tables
@@ -41,15 +41,14 @@ def add_log_options(p: argparse.ArgumentParser):
     p.add_argument("--mlflow-experiment", default="theval", metavar="NAME", help="MLflow experiment (default theval)")
 
 
-def log_run(args, out, paths: dict) -> None:
-    """--log-to: the run's files, with the HTML report built for it, to the experiment log."""
+def log_run(args, out) -> None:
+    """--log-to mlflow, after the summary: the HTML report, then the results folder as one MLflow run."""
     if args.log_to != "mlflow":
         return
-    from theval_mesh.jobs.experiment_log import log_to_mlflow
-    from theval_mesh.jobs.html_report import build_report
-    paths = {**paths, "report": build_report(out, progress=not getattr(args, "quiet", False))}
-    uri, run_id = log_to_mlflow(Path(out), paths, args.mlflow_uri, args.mlflow_experiment)
-    print(f"logged to MLflow: {uri}, experiment {args.mlflow_experiment}, run {run_id}", file=sys.stderr)
+    from theval_mesh.api.reports import log_to_mlflow, write_report
+    write_report(out, progress=not getattr(args, "quiet", False))
+    run = log_to_mlflow(out, args.mlflow_uri, args.mlflow_experiment)
+    print(f"logged to MLflow: {run.uri}, experiment {run.experiment}, run {run.run_id}", file=sys.stderr)
 
 
 def settings_from(args) -> RunSettings:
@@ -108,5 +107,5 @@ def run(args) -> int:
                           weights=args.weights, weights_store=args.weights_store, progress=not args.quiet,
                           mesh=args.mesh, inline=args.inline, ray_address=args.ray_address)
     print_summary(evaluation.board, evaluation.results, evaluation.paths)
-    log_run(args, args.out, evaluation.paths)
+    log_run(args, args.out)
     return EXIT_PARTIAL if partial(evaluation.results) else EXIT_OK

@@ -25,12 +25,12 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from theval_mesh.jobs import legacy  # MediaPipe and scikit-image only when the command runs
+    from theval_mesh.studies import legacy_metrics  # MediaPipe and scikit-image only when the command runs
 
-    models = legacy.generated_models(args.generated, args.model)
-    result = legacy.run(models, args.gt, store=args.store, progress=not args.no_progress)
-    videos, summary = legacy.write_outputs(result, args.out)
-    print(legacy.format_summary(result))
+    models = legacy_metrics.generated_models(args.generated, args.model)
+    result = legacy_metrics.run(models, args.gt, store=args.store, progress=not args.no_progress)
+    videos, summary = legacy_metrics.write_outputs(result, args.out)
+    print(legacy_metrics.format_summary(result))
     for reason in result.skipped:
         print(reason)
     for row in result.failed:

@@ -16,7 +16,7 @@ def _thumbnails(value: str):
 
 
 def register(subparsers) -> None:
-    from theval_mesh.jobs.html_report import REPORT, THUMBNAILS_PER_MODEL
+    from theval_mesh.outputs.html_report import REPORT, THUMBNAILS_PER_MODEL
     p = subparsers.add_parser(
         "report", help="write one self-contained HTML report of an evaluation's results",
         description="Read RESULTS_DIR (what `theval evaluate --out` or `theval bulk results --out` wrote) "
@@ -33,8 +33,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from theval_mesh.jobs.html_report import build_report
-    path = build_report(args.results_dir, args.out, args.thumbnails, progress=not args.no_progress)
+    from theval_mesh.api.reports import write_report
+    path = write_report(args.results_dir, args.out, thumbnails=args.thumbnails, progress=not args.no_progress)
     size = path.stat().st_size
     print(f"report: {path} ({size / 1e6:.1f} MB)", file=sys.stderr)
     print(path)

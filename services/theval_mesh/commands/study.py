@@ -40,7 +40,7 @@ def register(subparsers) -> None:
 
 
 def serve(args) -> int:
-    from theval_mesh.jobs.study import load_study, make_server, url_of
+    from theval_mesh.studies.study_server import load_study, make_server, url_of
     from theval_mesh.rpc.security import is_loopback
 
     study = load_study(args.models, args.store, args.rater, args.seed, args.pairs)
@@ -66,7 +66,7 @@ def serve(args) -> int:
 
 
 def export(args) -> int:
-    from theval_mesh.jobs.study_store import StudyStore
+    from theval_mesh.stores.study_store import StudyStore
 
     store = StudyStore(args.store, create=False)
     try:

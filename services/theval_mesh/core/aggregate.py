@@ -40,12 +40,14 @@ def per_video(results: list[VideoResult], models: list[str]) -> tuple[dict, dict
 
 
 def ranked(results: list[VideoResult], names: list[str], gt_name: str, weights=None,
-           gt_row: RawRow | None = None) -> Leaderboard:
+           gt_row: RawRow | None = None, rows: list[RawRow] | None = None) -> Leaderboard:
     """The leaderboard of `names` (the GT's first) with its bootstrap intervals. gt_row: a GT
     kept as a fixed row (a reference set's means), not resampled; else the GT's videos are among
-    the results and resampled too."""
+    the results and resampled too. rows: the board's raw rows (as computed here), when the caller
+    has them already."""
     models = [n for n in names if gt_row is None or n != gt_name]
-    rows = ([gt_row] if gt_row is not None else []) + model_rows(results, models)
+    if rows is None:
+        rows = ([gt_row] if gt_row is not None else []) + model_rows(results, models)
     board = leaderboard(rows, gt_name=gt_name, weights=weights)
     values, items = per_video(results, models)
     board.uncertainty = bootstrap(values, gt_name, board.weights, [r.model for r in board.rows if r.rank is not None],

@@ -63,10 +63,10 @@ def drive(store, job_id: str, workers: int | None = None, ray_address: str | Non
     """Run the job to its end in this process (on Ray); returns the exit code."""
     # Imported here: the evaluator imports this module to start drivers, not to be one.
     from theval_mesh.jobs import pipeline
-    from theval_mesh.jobs.report import Progress
+    from theval_mesh.jobs.progress import Progress
     job = store.get(job_id)
     if metrics_port is not None:
-        from theval_mesh.jobs.telemetry import register_jobs
+        from theval_mesh.jobs.job_telemetry import register_jobs
         from theval_mesh.rpc.telemetry import start_http
         register_jobs(store)
         _, port = start_http("127.0.0.1", metrics_port)
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     p.add_argument("--ray-address", default=None, metavar="ADDR")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT")
     args = p.parse_args(argv)
-    from theval_mesh.jobs.job_store import SqlJobStore
+    from theval_mesh.stores.job_store import SqlJobStore
     try:
         return drive(SqlJobStore(args.store), args.id, args.workers, args.ray_address, args.metrics_port,
                      progress=sys.stderr.isatty())

@@ -21,9 +21,9 @@ from collections import deque
 from theval_mesh.backends.native_logs import QUIET
 from theval_mesh.core.incidents import logged_internal
 from theval_mesh.core.results import FAILED, VideoResult
-from theval_mesh.jobs import telemetry
-from theval_mesh.jobs.inputs import Item
-from theval_mesh.jobs.job_store import HEARTBEAT_S, JobSpec, JobStore, StoreFull
+from theval_mesh.jobs import job_telemetry
+from theval_mesh.core.inputs import Item
+from theval_mesh.stores.job_store import HEARTBEAT_S, JobSpec, JobStore, StoreFull
 from theval_mesh.pure.errors import ServiceError, UserError, VideoError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.security import ClientSecurity
@@ -47,7 +47,7 @@ def _quiet_env():
     os.environ.update(QUIET)
 
 
-class Scorer:
+class ScoringWorker:
     """Scores one video at a time; a Ray actor in run_ray, a plain object in run_inline.
     security: how it reaches the mesh (default: this process's environment, rpc.security)."""
 
@@ -139,7 +139,7 @@ class _Loop:
         self.attempts: dict = {}      # seq -> transient failures so far
         self.last_beat = 0.0
         self.cancelled = False
-        telemetry.JOBS_RUNNING.inc()
+        job_telemetry.JOBS_RUNNING.inc()
 
     def next_item(self):
         """(seq, item) to score now, or None (nothing ready yet or left)."""
@@ -164,14 +164,14 @@ class _Loop:
 
     def commit(self, result: VideoResult):
         self.store.commit(self.job_id, result)
-        telemetry.JOB_VIDEOS.labels("failed" if result.status == FAILED else "ok").inc()
-        telemetry.observe_stages(result.timings)
+        job_telemetry.JOB_VIDEOS.labels("failed" if result.status == FAILED else "ok").inc()
+        job_telemetry.observe_stages(result.timings)
         if self.on_result:
             self.on_result(result)
 
     def transient(self, seq: int, item: Item, why: str):
         n = self.attempts[seq] = self.attempts.get(seq, 0) + 1
-        telemetry.JOB_RETRIES.inc()
+        job_telemetry.JOB_RETRIES.inc()
         if n >= MAX_ATTEMPTS:
             raise JobStopped(f"{item.video} could not be scored after {n} attempts ({why}); the job stopped "
                              f"with nothing recorded for it: `theval bulk resume {self.job_id}` once the cause is fixed")
@@ -184,7 +184,7 @@ class _Loop:
             self.cancelled = self.store.beat(self.job_id)
 
     def end(self, error: BaseException | None) -> None:
-        telemetry.JOBS_RUNNING.dec()
+        job_telemetry.JOBS_RUNNING.dec()
         if error is None:
             state, why = ("cancelled" if self.cancelled else "done"), None
         elif isinstance(error, (KeyboardInterrupt, JobStopped, StoreFull)):  # resumable as it is
@@ -193,7 +193,7 @@ class _Loop:
             state, why = "failed", str(error)
         else:  # Ray's or ours: its text may carry tracebacks, hosts and pids; the log has it under an id
             state, why = "failed", logged_internal(error, f"job {self.job_id}")
-        telemetry.JOBS_FINISHED.labels(state).inc()
+        job_telemetry.JOBS_FINISHED.labels(state).inc()
         try:
             self.store.finish(self.job_id, state, why)
         except StoreFull:
@@ -221,7 +221,7 @@ def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
     loop = _Loop(store, job_id, on_result)
 
     def body():
-        scorer = Scorer(loop.spec)
+        scorer = ScoringWorker(loop.spec)
         while not loop.cancelled:
             nxt = loop.next_item()
             if nxt is None:
@@ -299,9 +299,9 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
         # its files: they are given the mesh's CA and token as an argument, not as a runtime_env's
         # env_vars, which the cluster's job and actor listings show. The argument still lives in
         # the cluster's GCS while the job runs: the evaluator gives each job a token of its own and
-        # revokes it when the job ends (jobs.submitted).
+        # revokes it when the job ends (service.submitted_jobs).
         security = ClientSecurity.from_env().portable() if mesh else None
-        actor_class = ray.remote(Scorer).options(num_cpus=0 if mesh else 1, max_restarts=0)
+        actor_class = ray.remote(ScoringWorker).options(num_cpus=0 if mesh else 1, max_restarts=0)
         actors = [actor_class.remote(loop.spec, threads, security) for _ in range(workers)]
         load = {a: 0 for a in actors}
         flying: dict = {}  # ObjectRef -> (actor, seq, item)
@@ -315,7 +315,7 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
                     seq, item = nxt
                     flying[actor.score.remote(seq, item.model, item.video)] = (actor, seq, item)
                     load[actor] += 1
-            telemetry.JOB_IN_FLIGHT.set(len(flying))
+            job_telemetry.JOB_IN_FLIGHT.set(len(flying))
             if not flying:
                 if loop.cancelled or loop.exhausted():
                     return
@@ -348,6 +348,6 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
     try:
         return _run(loop, body)
     finally:
-        telemetry.JOB_IN_FLIGHT.set(0)
+        job_telemetry.JOB_IN_FLIGHT.set(0)
         if started_here:
             ray.shutdown()

@@ -18,23 +18,12 @@ from pathlib import Path
 import grpc
 
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.user_names import check_name
 
 HEADER = "authorization"
 OPEN_METHODS = ("/grpc.health.v1.Health/",)
 MIN_TOKEN_CHARS = 24
-NAME = re.compile(r"[\w][\w .:@+()#/-]*")  # letters and digits of any script, and a few separators
-MAX_NAME = 128
 ANONYMOUS = ""  # the identity of every caller of a server without tokens (loopback only)
-
-
-def check_name(what: str, name: str, max_chars: int = MAX_NAME) -> str:
-    """A name a caller gives a model, reference set or job input: 1-max_chars characters,
-    letters, digits and . : @ + ( ) # / - _ and spaces inside; the error shows at most 40."""
-    if not name or len(name) > max_chars or not NAME.fullmatch(name) or name != name.strip():
-        shown = name[:40] + ("..." if len(name) > 40 else "")
-        raise UserError(f"{what} {shown!r} ({len(name)} characters): use 1-{max_chars} letters, digits, spaces "
-                        "and . : @ + ( ) # / - _ (not at the ends)")
-    return name
 
 
 def is_loopback(host: str) -> bool:

@@ -1,18 +1,18 @@
 """theval.v1.EvaluatorService: scores videos through the four services with the engine's own
 composition (core.stages.score), normalises them against stored GT reference sets, runs bulk
 jobs. Here messages become Python values and back, and errors status codes (rpc.status); the
-rules live in jobs.reference_sets (GT reference sets) and jobs.submitted (bulk jobs)."""
+rules live in service.reference_sets (GT reference sets) and service.submitted_jobs (bulk jobs)."""
 import json
 import time
 
 from theval_mesh.backends import liveness
 from theval_mesh.backends.media.sources import BYTES_LABEL
 from theval_mesh.core.stages import new_result, score
-from theval_mesh.jobs.job_store import Job
-from theval_mesh.jobs.reference_sets import GtVideo, ReferenceSets, Scores
-from theval_mesh.jobs.reference_store import Reference, ReferenceStore
-from theval_mesh.jobs.submitted import SubmittedJobs
-from theval_mesh.jobs.telemetry import observe_stages, register_jobs
+from theval_mesh.stores.job_store import Job
+from theval_mesh.service.reference_sets import GtVideo, ReferenceSets, VideoScores
+from theval_mesh.stores.reference_store import Reference, ReferenceStore
+from theval_mesh.service.submitted_jobs import SubmittedJobs
+from theval_mesh.jobs.job_telemetry import observe_stages, register_jobs
 from theval_mesh.pure.errors import VideoError
 from theval_mesh.pure.scoring.final_score import parse_weights
 from theval_mesh.pure.settings import RunSettings
@@ -170,7 +170,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         weights = parse_weights(request.weights, files=False) if request.weights.strip() else None
         return wire.leaderboard_to_proto(self.sets.leaderboard(owner, request.reference, weights))
 
-    # ------------------------------------------------------------------ bulk jobs (jobs/submitted.py)
+    # ------------------------------------------------------------------ bulk jobs (service/submitted_jobs.py)
     @rpc
     def SubmitJob(self, request, context):
         owner = caller(self.config.tokens, context)
@@ -200,7 +200,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
             context.abort(*status_of(err))
 
 
-def _scores_proto(scores: Scores) -> evaluator_pb2.Scores:
+def _scores_proto(scores: VideoScores) -> evaluator_pb2.Scores:
     row = scores.row
     return evaluator_pb2.Scores(reference=scores.reference, normalised=row.scores, groups=row.groups,
                                 final_score=row.final, note=row.note, warnings=scores.warnings)
@@ -222,7 +222,7 @@ def _reference_proto(ref: Reference) -> evaluator_pb2.Reference:
 
 def _driver_security(config: Config) -> ClientSecurity:
     """How the drivers of submitted jobs and their Ray actors reach this evaluator (each job adds a
-    token of its own: jobs.submitted): TLS trusting --tls-ca, else this server's own certificate
+    token of its own: service.submitted_jobs): TLS trusting --tls-ca, else this server's own certificate
     (self-signed), checked for --advertise-tls-name when set; this server's certificate as client
     certificate under mutual TLS."""
     if not config.tls_cert:

@@ -4,4 +4,4 @@ import sys
 
 # The stub's interpreter is isolated: PYTHONPATH is honoured here, as a plain python3 would.
 sys.path[:0] = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-from theval_mesh.rpc.triton.python_models import HeadPoseModel as TritonPythonModel  # noqa: E402, F401
+from theval_mesh.rpc.triton.python_models import HeadPoseTritonModel as TritonPythonModel  # noqa: E402, F401

@@ -1,5 +1,5 @@
 """What a path names when it is not a video file to read, in words a user can act on: the same
-for a scanned input folder (jobs.inputs) and for a video opened (decode). The path is never
+for a scanned input folder (core.inputs) and for a video opened (decode). The path is never
 opened: a FIFO would block its reader until some writer came."""
 import errno
 import os

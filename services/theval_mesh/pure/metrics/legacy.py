@@ -1,5 +1,5 @@
 """Legacy metrics of the paper's Table 2, for comparison with THEval: LMD-F, LMD-M, PSNR, SSIM,
-and the Fréchet distance behind FID/FVD. Pure: arrays in, numbers out (`jobs/legacy.py` decodes,
+and the Fréchet distance behind FID/FVD. Pure: arrays in, numbers out (`studies/legacy_metrics.py` decodes,
 pairs the frames and runs FaceMesh).
 """
 import math

@@ -52,7 +52,7 @@ def _error(model: str, err: Exception):
         error=pb_utils.TritonError(f"{model}: {type(err).__name__}: {err}"))
 
 
-class QualityModel:
+class QualityTritonModel:
     """A pyiqa quality model. IMAGES: uint8 [batch, H, W, 3] RGB; SCORES: float32 [batch, 1]."""
 
     def initialize(self, args):
@@ -101,7 +101,7 @@ class QualityModel:
         return responses
 
 
-class VadModel:
+class VadTritonModel:
     """Silero VAD. AUDIO: float32 [batch, samples] at 16 kHz; PROBS: float32 [batch, windows],
     the speech probability of each 512-sample window. All the audios of one execution run as
     one batch (backends.audio.backend.speech_probabilities)."""
@@ -136,7 +136,7 @@ class VadModel:
         return responses
 
 
-class HeadPoseModel:
+class HeadPoseTritonModel:
     """FaceXFormer's head pose (backends.headpose.facexformer.LocalNetwork). CROPS: float32
     [batch, 3, 224, 224], face crops normalised as facexformer.normalised() does; DEGREES: float32
     [batch, 3] pitch, yaw, roll. The requests of one execution run as one batch (at most the

@@ -35,19 +35,19 @@ class TritonModel:
 
     @property
     def max_batch_size(self) -> int:
-        return {"VadModel": MAX_AUDIOS, "HeadPoseModel": MAX_CROPS}.get(self.python_class, MAX_IMAGES)
+        return {"VadTritonModel": MAX_AUDIOS, "HeadPoseTritonModel": MAX_CROPS}.get(self.python_class, MAX_IMAGES)
 
 
 MODELS = {m.name: m for m in (
-    TritonModel("topiq_iaa", "QualityModel", pyiqa="topiq_iaa"),
-    TritonModel("topiq_nr_face", "QualityModel", pyiqa="topiq_nr-face", each=True),
-    TritonModel("musiq", "QualityModel", pyiqa="musiq"),
-    TritonModel("musiq_spaq", "QualityModel", pyiqa="musiq-spaq"),
+    TritonModel("topiq_iaa", "QualityTritonModel", pyiqa="topiq_iaa"),
+    TritonModel("topiq_nr_face", "QualityTritonModel", pyiqa="topiq_nr-face", each=True),
+    TritonModel("musiq", "QualityTritonModel", pyiqa="musiq"),
+    TritonModel("musiq_spaq", "QualityTritonModel", pyiqa="musiq-spaq"),
     # silero's ONNX wrapper runs on the CPU only; its "gpu" config keeps CPU instances.
-    TritonModel("silero_vad", "VadModel", gpu=False),
+    TritonModel("silero_vad", "VadTritonModel", gpu=False),
     # FaceXFormer's head-pose output on normalised face crops; retina-face stays in the head-pose
     # service (it runs once per frame on the frame's own size, and picks the crops).
-    TritonModel("facexformer", "HeadPoseModel"),
+    TritonModel("facexformer", "HeadPoseTritonModel"),
 )}
 TRITON_NAME = {m.pyiqa: m.name for m in MODELS.values() if m.pyiqa}  # pyiqa name -> Triton name
 VAD_MODEL = "silero_vad"
@@ -85,7 +85,7 @@ def config_text(m: TritonModel, kind: str = "KIND_CPU") -> str:
     if m.pyiqa:
         inputs = [_tensor("IMAGES", "TYPE_UINT8", "-1, -1, 3", ragged=True)]  # RGB, H x W x 3
         outputs = [_tensor("SCORES", "TYPE_FP32", "1")]
-    elif m.python_class == "HeadPoseModel":
+    elif m.python_class == "HeadPoseTritonModel":
         inputs = [_tensor("CROPS", "TYPE_FP32", "3, 224, 224")]  # ImageNet-normalised 224x224 RGB crops
         outputs = [_tensor("DEGREES", "TYPE_FP32", "3")]  # pitch, yaw, roll in degrees
     else:

@@ -21,7 +21,8 @@ COUNT_PREFIX = "n:"  # leaderboard.csv's video counts
 
 
 @dataclass
-class Scores:
+class ScoreTable:
+    """A scores table read back: each metric's score per model, from results.json or a leaderboard CSV."""
     source: str
     columns: dict            # metric -> {model: score}, in the published table's row order
     gt: str | None = None    # the GT row's name, left out
@@ -36,7 +37,7 @@ class Human:
 
 
 # ------------------------------------------------------------------------------ scores
-def read_scores(path) -> Scores:
+def read_scores(path) -> ScoreTable:
     """A results directory, its results.json, or a leaderboard CSV (published layout)."""
     path = Path(path)
     if path.is_dir():
@@ -49,10 +50,10 @@ def read_scores(path) -> Scores:
     return _scores_from_csv(path)
 
 
-def _scores_from_results(path: Path) -> Scores:
+def _scores_from_results(path: Path) -> ScoreTable:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        return Scores(str(path), _leaderboard_columns(doc["leaderboard"], doc["gt"]["name"]), doc["gt"]["name"])
+        return ScoreTable(str(path), _leaderboard_columns(doc["leaderboard"], doc["gt"]["name"]), doc["gt"]["name"])
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise UserError(f"{path}: not a results.json written by `theval evaluate` "
                         f"({type(err).__name__}: {err})") from None
@@ -102,7 +103,7 @@ def _score_columns(rows: list[dict], names: list[str]) -> list[str]:
             and all(_number(r[c]) is not None for r in rows)]
 
 
-def _scores_from_csv(path: Path) -> Scores:
+def _scores_from_csv(path: Path) -> ScoreTable:
     names, rows = _read_csv(path)
     model = next((c for c in names if c.strip().lower() == "model"), None)
     if model is None:
@@ -115,7 +116,7 @@ def _scores_from_csv(path: Path) -> Scores:
     named = {}
     for column in _score_columns(rows, [c for c in names if c != model]):
         named[_canonical(column)] = {r[model]: _number(r[column]) for r in rows}
-    return _with_groups(Scores(str(path), {}, gt), named)
+    return _with_groups(ScoreTable(str(path), {}, gt), named)
 
 
 def _canonical(column: str) -> str:
@@ -125,7 +126,7 @@ def _canonical(column: str) -> str:
     return canonical_metric(column) or column.strip()
 
 
-def _with_groups(scores: Scores, named: dict) -> Scores:
+def _with_groups(scores: ScoreTable, named: dict) -> ScoreTable:
     """Order the columns as the published table (others, 8 metrics, groups, Final); groups and
     Final computed from the 8 metrics when the file lacks them (as THEval defines them)."""
     if all(m in named for m in METRICS):
@@ -220,7 +221,7 @@ def _finite(value):
     return None if value is None or math.isnan(value) else float(value)
 
 
-def alignment_document(scores: Scores, human: Human, rates: dict, left_out: dict, correlations,
+def alignment_document(scores: ScoreTable, human: Human, rates: dict, left_out: dict, correlations,
                        resamples: int, seed: int, level: float) -> dict:
     """alignment.json: the rows with numbers (NaN as null), the bootstrap's settings, the models
     used (rates: model -> WinRate, in the scores' spelling) and the ones left out."""

@@ -1,30 +1,10 @@
-"""From a job's committed results to every output file and the leaderboard: shared by
-`theval evaluate` and `theval bulk results`."""
+"""What a running job shows: a videos bar (and a frames bar inline), one line per failed video or
+warning, and what a resumed run reuses."""
 import sys
-from pathlib import Path
 
 from tqdm import tqdm
 
-from theval_mesh.core import aggregate
 from theval_mesh.core.results import FAILED, VideoResult
-from theval_mesh.jobs import outputs
-from theval_mesh.pure.errors import UserError
-
-
-def write_report(out: Path, store, job) -> tuple:
-    """(board, results, paths) of the job, its files written to `out`."""
-    spec = job.spec
-    results = list(store.results(job.id))
-    names = [name for name, _ in spec.inputs]
-    rows = aggregate.model_rows(results, names)
-    if rows[0].provenance is None:
-        raise UserError(f"no GT video could be scored (see {out / 'results.csv'}): nothing to compare with")
-    board = aggregate.ranked(results, names, spec.gt_name, spec.weights)
-    run_info = {"job": job.id, "gt": spec.inputs[0][1], "models": dict(spec.inputs[1:]),
-                "settings": spec.settings, "workers": spec.workers, "provenance": rows[0].provenance,
-                "warnings": board.warnings}
-    paths = outputs.write_all(out, results, rows, board, run_info)
-    return board, results, paths
 
 
 def resuming(job) -> str | None:

@@ -4,14 +4,17 @@ provenance and counts; schema in data/results.schema.json), a plot."""
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from theval_mesh.core import aggregate
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.pure import csv_cells
+from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics.registry import REGISTRY
 from theval_mesh.pure.scoring import tables
-from theval_mesh.pure.scoring.final_score import Leaderboard, video_scores
+from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, video_scores
 from theval_mesh.pure.scoring.names import METRICS, NAME_OF_KEY
 from theval_mesh.pure.version import VERSION
 
@@ -20,6 +23,10 @@ SCHEMA_ID = "theval-results/1"
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_DB = "results.sqlite"  # the job store of `theval evaluate`: every result as it is committed
+# What write_all writes: name -> file in the results folder.
+FILES = {"results_jsonl": RESULTS_JSONL, "results_csv": "results.csv", "raw_metrics": "raw_metrics.csv",
+         "leaderboard_csv": "leaderboard.csv", "leaderboard_md": "leaderboard.md", "plot": "leaderboard.png",
+         "run": "run.json", "results_json": "results.json"}
 
 
 def _video_scores(r: VideoResult, board: Leaderboard) -> tuple[dict, float]:
@@ -210,16 +217,7 @@ def leaderboard_figure(board: Leaderboard, proxies=()):
 def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, run_info: dict) -> dict:
     """Write every output file; return name -> path."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "results_jsonl": out / RESULTS_JSONL,
-        "results_csv": out / "results.csv",
-        "raw_metrics": out / "raw_metrics.csv",
-        "leaderboard_csv": out / "leaderboard.csv",
-        "leaderboard_md": out / "leaderboard.md",
-        "plot": out / "leaderboard.png",
-        "run": out / "run.json",
-        "results_json": out / "results.json",
-    }
+    paths = {name: out / file for name, file in FILES.items()}
     paths["results_jsonl"].write_text("".join(_jsonl_line(r, board) + "\n" for r in results))
     write_results_csv(results, board, paths["results_csv"])
     tables.write_raw_csv(rows, paths["raw_metrics"])
@@ -232,3 +230,28 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
     document = results_document(board, rows, results, run_info)
     paths["results_json"].write_text(json.dumps(document, indent=1, sort_keys=True, allow_nan=False, default=str))
     return paths
+
+
+@dataclass
+class Written:
+    """What write_results wrote, and the figures behind it."""
+    board: Leaderboard
+    results: list[VideoResult]
+    rows: list[RawRow]  # each input's raw means (GT first), as in raw_metrics.csv
+    paths: dict[str, Path]
+
+
+def write_results(out: Path, store, job) -> Written:
+    """From a job's committed results to every output file and the leaderboard (`theval evaluate`,
+    `theval bulk results`), written to `out`."""
+    spec = job.spec
+    results = list(store.results(job.id))
+    names = [name for name, _ in spec.inputs]
+    rows = aggregate.model_rows(results, names)
+    if rows[0].provenance is None:
+        raise UserError(f"no GT video could be scored (see {out / 'results.csv'}): nothing to compare with")
+    board = aggregate.ranked(results, names, spec.gt_name, spec.weights, rows=rows)
+    run_info = {"job": job.id, "gt": spec.inputs[0][1], "models": dict(spec.inputs[1:]),
+                "settings": spec.settings, "workers": spec.workers, "provenance": rows[0].provenance,
+                "warnings": board.warnings}
+    return Written(board, results, rows, write_all(out, results, rows, board, run_info))

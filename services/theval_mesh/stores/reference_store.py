@@ -1,4 +1,4 @@
-"""GT reference sets and the videos scored against them, in a database (jobs.database: a SQLite
+"""GT reference sets and the videos scored against them, in a database (stores.database: a SQLite
 file, or PostgreSQL for evaluators on several pods).
 
 A reference set keeps its per-video results, the mean of every metric (RawRow values, with the
@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from theval_mesh.core.results import VideoResult
-from theval_mesh.jobs.database import add_column, open_database
+from theval_mesh.stores.database import add_column, open_database
 from theval_mesh.pure.scoring.final_score import RawRow
 
 # The reference store's migrations, oldest first; the first two made every store before versions

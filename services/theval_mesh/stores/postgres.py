@@ -1,9 +1,9 @@
-"""The PostgreSQL database of the stores (jobs.database), for evaluators on several pods and bulk
+"""The PostgreSQL database of the stores (stores.database), for evaluators on several pods and bulk
 drivers anywhere: a `postgresql://USER@HOST:PORT/DB?sslmode=verify-full` URL (libpq's; keep the
 password out of it: PGPASSWORD or a PGPASSFILE, so that it shows in no command line)."""
 import psycopg
 
-from theval_mesh.jobs.database import Database, Transaction
+from theval_mesh.stores.database import Database, Transaction
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.store_location import shown
 

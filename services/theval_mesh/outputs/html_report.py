@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from theval_mesh.jobs.outputs import RESULTS_JSONL
+from theval_mesh.outputs.results_files import RESULTS_JSONL
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics.registry import FACE_QUALITY, MOUTH_QUALITY, QUALITY, REGISTRY, in_group
 from theval_mesh.pure.scoring.final_score import group_scores
@@ -191,7 +191,7 @@ def _thumbnail_targets(entries: list[dict], per_model: int | None) -> list[dict]
 
 
 def _add_thumbnails(entries: list[dict], per_model: int | None, progress: bool) -> int:
-    from theval_mesh.jobs.thumbnails import frame_thumbnails
+    from theval_mesh.outputs.thumbnails import frame_thumbnails
     targets = _thumbnail_targets(entries, per_model)
 
     def one(e):

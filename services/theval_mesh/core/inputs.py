@@ -5,7 +5,7 @@ from pathlib import Path
 
 from theval_mesh.backends.media.files import not_a_file
 from theval_mesh.pure.errors import UserError
-from theval_mesh.rpc.security import check_name
+from theval_mesh.pure.user_names import check_name
 
 VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".webm", ".avi")
 

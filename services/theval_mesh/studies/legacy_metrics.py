@@ -19,7 +19,7 @@ from theval_mesh.backends.landmarks.passes import SINGLE
 from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.legacy.networks import skip_reason
 from theval_mesh.backends.media.decode import MediaReader
-from theval_mesh.jobs.inputs import VIDEO_SUFFIXES, discover, videos_in
+from theval_mesh.core.inputs import VIDEO_SUFFIXES, discover, videos_in
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError, VideoError
 from theval_mesh.pure.limits import Limits

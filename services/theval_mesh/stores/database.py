@@ -109,7 +109,7 @@ class Database:
 def open_database(location, what: str, schema: str, migrations: list[Step]) -> Database:
     """The database at `location`: a postgresql:// URL, else a SQLite file (created if absent)."""
     if is_server(location):
-        from theval_mesh.jobs.postgres import PostgresDatabase  # psycopg only where a server is used
+        from theval_mesh.stores.postgres import PostgresDatabase  # psycopg only where a server is used
         return PostgresDatabase(location, what, schema, migrations)
-    from theval_mesh.jobs.sqlite import SqliteDatabase
+    from theval_mesh.stores.sqlite import SqliteDatabase
     return SqliteDatabase(location, what, schema, migrations)

@@ -16,11 +16,12 @@ from dataclasses import replace
 
 from theval_mesh.backends.media.sources import resolve_uri
 from theval_mesh.jobs.drivers import last_line, start_driver
-from theval_mesh.jobs.inputs import plan
-from theval_mesh.jobs.job_store import FINISHED, Job, JobSpec, SqlJobStore
+from theval_mesh.core.inputs import plan
+from theval_mesh.stores.job_store import FINISHED, Job, JobSpec, SqlJobStore
 from theval_mesh.pure.errors import NotFound, Overloaded, UserError
 from theval_mesh.pure.settings import RunSettings
-from theval_mesh.rpc.security import ClientSecurity, Tokens, check_name, is_wildcard
+from theval_mesh.pure.user_names import check_name
+from theval_mesh.rpc.security import ClientSecurity, Tokens, is_wildcard
 
 log = logging.getLogger("theval.jobs")
 STREAM_POLL_S = 0.5
@@ -76,7 +77,7 @@ class SubmittedJobs:
             [check_name("model name", name), self._path(f"model {name!r}", path)] for name, path in models]
 
     def submit(self, inputs: list[list[str]], settings: RunSettings, workers: int, owner: str) -> Job:
-        """A new job of the videos of `inputs` (jobs.inputs.plan), its driver started; `workers` 0
+        """A new job of the videos of `inputs` (core.inputs.plan), its driver started; `workers` 0
         means the evaluator's default. Refused over the evaluator's limits of workers and jobs."""
         workers = workers or self.workers
         if workers > self.max_workers:

@@ -1,4 +1,4 @@
-"""Durable scoring jobs in a database (jobs.database: a SQLite file, or PostgreSQL), schema versioned.
+"""Durable scoring jobs in a database (stores.database: a SQLite file, or PostgreSQL), schema versioned.
 
 A job lists its videos (items); results are keyed by (settings, model, video), so a video is
 scored once per settings whatever the job, a second commit of an ok result is a no-op (no
@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Iterator, Protocol
 
 from theval_mesh.core.results import FAILED, OK, VideoResult
-from theval_mesh.jobs.inputs import Item
-from theval_mesh.jobs.database import DiskFull, open_database
+from theval_mesh.core.inputs import Item
+from theval_mesh.stores.database import DiskFull, open_database
 from theval_mesh.pure.errors import NotFound, UserError
 from theval_mesh.pure.store_location import is_server, shown
 

@@ -8,11 +8,13 @@ import re
 import time
 from pathlib import Path
 
+from theval_mesh.outputs.html_report import REPORT
+from theval_mesh.outputs.results_files import FILES
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics.registry import REGISTRY
 
 BATCH = 1000  # MLflow's limit of metrics per log_batch call
-ARTEFACTS = ("results_json", "leaderboard_csv", "leaderboard_md", "plot", "results_csv", "report")
+ARTEFACTS = ("results_json", "leaderboard_csv", "leaderboard_md", "plot", "results_csv")  # and the report
 
 
 def tracking_uri(out: Path, uri: str | None = None) -> str:
@@ -62,9 +64,10 @@ def run_params(doc: dict) -> dict[str, str]:
     return {k: str(v)[:6000] for k, v in params.items()}  # MLflow's limit on a parameter's value
 
 
-def log_to_mlflow(out: Path, paths: dict, uri: str | None = None, experiment: str = "theval",
+def log_to_mlflow(out: Path, uri: str | None = None, experiment: str = "theval",
                   run_name: str | None = None) -> tuple[str, str]:
-    """Log one evaluation; returns (tracking URI, run id)."""
+    """Log the evaluation whose files are in `out` (its HTML report too, when written); returns
+    (tracking URI, run id)."""
     try:
         from mlflow import MlflowClient
         from mlflow.entities import Metric, Param
@@ -75,14 +78,15 @@ def log_to_mlflow(out: Path, paths: dict, uri: str | None = None, experiment: st
         # MLflow 3 keeps its file store working but asks for this opt-in; a local file store is
         # what a researcher without a tracking server has.
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-    doc = json.loads(Path(paths["results_json"]).read_text())
+    out = Path(out)
+    doc = json.loads((out / FILES["results_json"]).read_text())
     try:
         client = MlflowClient(tracking_uri=uri)
         found = client.get_experiment_by_name(experiment)
         experiment_id = found.experiment_id if found else client.create_experiment(experiment)
         tags = {"theval.version": str(doc.get("theval")), "theval.job": str(doc.get("job")),
                 "theval.proxy_quality": ", ".join(doc.get("proxy_quality", [])) or "none"}
-        run = client.create_run(experiment_id, run_name=run_name or Path(out).name, tags=tags)
+        run = client.create_run(experiment_id, run_name=run_name or out.name, tags=tags)
         run_id = run.info.run_id
         now = int(time.time() * 1000)
         metrics = [Metric(k, float(v), now, 0) for k, v in leaderboard_metrics(doc).items()]
@@ -92,9 +96,9 @@ def log_to_mlflow(out: Path, paths: dict, uri: str | None = None, experiment: st
             client.log_batch(run_id, params=params[k:k + 100])
         for k in range(0, len(metrics), BATCH):
             client.log_batch(run_id, metrics=metrics[k:k + BATCH])
-        for name in ARTEFACTS:
-            if name in paths and Path(paths[name]).is_file():
-                client.log_artifact(run_id, str(paths[name]))
+        for file in [FILES[name] for name in ARTEFACTS] + [REPORT]:
+            if (out / file).is_file():
+                client.log_artifact(run_id, str(out / file))
         client.set_terminated(run_id)
     except Exception as err:  # noqa: BLE001 - the results are on disk already; say why the log failed
         raise UserError(f"--log-to mlflow: could not log to {uri}: {err} (the results are in {out})") from err

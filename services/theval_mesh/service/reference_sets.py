@@ -18,14 +18,15 @@ from pathlib import Path
 from theval_mesh.backends.media.sources import BYTES_LABEL, resolve_uri
 from theval_mesh.core import aggregate
 from theval_mesh.core.results import OK, VideoResult
-from theval_mesh.jobs.inputs import VIDEO_SUFFIXES, videos_in
-from theval_mesh.jobs.reference_store import Reference, ReferenceStore
+from theval_mesh.core.inputs import VIDEO_SUFFIXES, videos_in
+from theval_mesh.stores.reference_store import Reference, ReferenceStore
 from theval_mesh.pure.errors import AccessDenied, AlreadyExists, NotFound, UserError, VideoError
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, ScoredRow, leaderboard
 from theval_mesh.pure.scoring.names import KEY_OF, NAME_OF_KEY
 from theval_mesh.pure.settings import RunSettings
-from theval_mesh.rpc.security import ANONYMOUS, MAX_NAME, check_name
+from theval_mesh.pure.user_names import MAX_NAME, check_name
+from theval_mesh.rpc.security import ANONYMOUS
 
 log = logging.getLogger("theval.evaluator")
 MAX_LABEL = 1024  # a video's display name
@@ -41,7 +42,7 @@ class GtVideo:
 
 
 @dataclass(frozen=True)
-class Scores:
+class VideoScores:
     """A video's normalised scores against a reference set."""
     reference: str
     row: ScoredRow
@@ -50,7 +51,7 @@ class Scores:
 
 # How a video of a GT set is scored: (its result, None), or (its failed result, its VideoError);
 # the mesh's own failures raise.
-Scorer = Callable[[GtVideo], tuple[VideoResult, Exception | None]]
+GtScorer = Callable[[GtVideo], tuple[VideoResult, Exception | None]]
 
 
 class ReferenceSets:
@@ -105,7 +106,7 @@ class ReferenceSets:
             return RunSettings.from_key(reference.settings, limits=self.limits)
         return self.default
 
-    def record(self, reference: Reference, result: VideoResult) -> Scores:
+    def record(self, reference: Reference, result: VideoResult) -> VideoScores:
         """The video's scores against the set (ScoringError when scored unlike its GT); a model's
         video is stored, durably, for the leaderboard: a row of the set, its owner's."""
         label = result.model or "this video"
@@ -114,7 +115,7 @@ class ReferenceSets:
                             gt_name=reference.name)
         if result.model:
             self.store.add_scored(reference.owner, reference.name, result)  # durable before the answer
-        return Scores(reference.name, board.row(label), board.warnings)
+        return VideoScores(reference.name, board.row(label), board.warnings)
 
     # ------------------------------------------------------------------ creating a set
     def check_create(self, name: str, who: str, replace: bool) -> str:
@@ -126,7 +127,7 @@ class ReferenceSets:
 
     def gt_videos(self, uris: list[str | None]) -> list[GtVideo]:
         """The videos of a GT set from those given (their URIs; None: sent as bytes): a folder
-        stands for the videos under it (jobs.inputs.videos_in), a file for itself. A URI outside
+        stands for the videos under it (core.inputs.videos_in), a file for itself. A URI outside
         the server's roots is refused."""
         out = []
         for i, uri in enumerate(uris):
@@ -143,7 +144,7 @@ class ReferenceSets:
                             f"{', '.join(VIDEO_SUFFIXES)} files, under the allowed roots")
         return out
 
-    def create(self, name: str, who: str, settings: RunSettings, videos: list[GtVideo], score: Scorer,
+    def create(self, name: str, who: str, settings: RunSettings, videos: list[GtVideo], score: GtScorer,
                concurrency: int) -> Reference:
         """Scores the GT videos (`concurrency` at a time) and stores the set they make, replacing
         one of that name. Refused when no video scored, or when a metric is zero or NaN over all

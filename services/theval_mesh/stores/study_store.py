@@ -1,10 +1,10 @@
-"""The answers of pairwise preference studies (`theval study`), in a database (jobs.database: a
+"""The answers of pairwise preference studies (`theval study`), in a database (stores.database: a
 SQLite file by default). One row per (study, rater, pair): written when the pair is first shown,
 completed when it is answered; the left video is model_a/video_a, the right one model_b/video_b."""
 import time
 from pathlib import Path
 
-from theval_mesh.jobs.database import open_database
+from theval_mesh.stores.database import open_database
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.store_location import is_server

@@ -1,4 +1,4 @@
-"""The SQLite database of the stores (jobs.database): a file on a local disk, WAL mode (readers in
+"""The SQLite database of the stores (stores.database): a file on a local disk, WAL mode (readers in
 other processes while one writes), synchronous FULL (a commit is on disk before it returns)."""
 import contextlib
 import os
@@ -6,7 +6,7 @@ import secrets
 import sqlite3
 import time
 
-from theval_mesh.jobs.database import NEWER, Database, Transaction
+from theval_mesh.stores.database import NEWER, Database, Transaction
 from theval_mesh.pure.errors import UserError
 
 # PRAGMA user_version is the file's format. theval before `schema_versions` wrote 1 there (its job
