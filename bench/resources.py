@@ -13,7 +13,7 @@ models' while the scores mean nothing.
 
     .venv/bin/python bench/resources.py [CLIPS] [SECONDS] [SIZE] [MODE]
 
-k8s/base/*.yaml cite the run recorded in README.md ("Kubernetes" section).
+k8s/base/*.yaml cite the run recorded in docs/benchmarks.md ("Kubernetes resources").
 """
 import sys
 import tempfile

@@ -1,7 +1,7 @@
 """The bad-input battery: every kind of bad input a probe sent, through the real evaluator, one
 stream with good clips between them. Each bad input gets its own clean status (never INTERNAL,
 a one-line detail), nothing hangs, every good clip in the same stream is scored, and every
-service is still up and serving afterwards. The summary line is the README's figure."""
+service is still up and serving afterwards. The summary line is docs/security.md's figure."""
 import os
 import time
 

@@ -3,7 +3,7 @@ every object validates strictly against Kubernetes 1.30 and the newest schemas k
 has, the custom resources against their CRDs' schemas (k8s/crds/); checkov finds nothing beyond
 the justified skips of checkov.yaml; and the manifests agree with the code: images built by
 docker/, env variables, flags and ports the code declares, probes on ports that serve health,
-metrics the code exports, the security context and the network policies the README promises.
+metrics the code exports, the security context and the network policies docs/kubernetes.md promises.
 No API server runs here: the manifests run for real in tests/integration/test_k8s_dev_overlay.py."""
 import base64
 import copy

@@ -1,5 +1,5 @@
 """Each mesh service process imports only what it serves, and only what its pyproject extra installs:
-the deployment images install one extra each (README, "Install")."""
+the deployment images install one extra each (docs/deployment.md, "Containers")."""
 import importlib.metadata as md
 import re
 

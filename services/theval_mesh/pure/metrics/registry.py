@@ -95,7 +95,7 @@ def in_group(group: str) -> tuple[Metric, ...]:
 
 
 def markdown_table() -> str:
-    """The metric table of the README (tests/unit/test_registry.py keeps the two equal)."""
+    """The metric table of docs/metrics.md (tests/unit/test_registry.py keeps the two equal)."""
     def template(text):  # "{ratio:.0%}" -> "[ratio]"
         return re.sub(r"\{(\w+)[^}]*\}", r"[\1]", text)
     lines = ["| # | Metric (CSV column) | Key | Group | Raw value | Also read as | Computed by | NaN reasons |",
