@@ -17,9 +17,9 @@ from pathlib import Path
 from common import kit
 
 from theval_mesh.core.inputs import plan
-from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 from theval_mesh.jobs.pipeline import run_inline, run_ray
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 
 
 def run(variant: str, folder: Path, workdir: Path) -> dict:

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from theval_mesh.core import aggregate
 from theval_mesh.core.results import OK, VideoResult
-from theval_mesh.outputs import html_report
-from theval_mesh.outputs import results_files
+from theval_mesh.outputs import html_report, results_files
 from theval_mesh.outputs.results_files import RESULTS_JSONL
 from theval_mesh.pure.scoring.final_score import leaderboard
 from theval_mesh.pure.scoring.uncertainty import bootstrap

@@ -5,8 +5,8 @@ import re
 import prometheus_client
 
 import theval_mesh.rpc.telemetry  # noqa: F401 - registers the servers' metrics
-from theval_mesh.stores.job_store import SqlJobStore
 from theval_mesh.jobs.job_telemetry import _JobsCollector
+from theval_mesh.stores.job_store import SqlJobStore
 
 PROMQL_WORDS = {"sum", "by", "rate", "histogram_quantile", "or", "and", "on", "offset", "le", "up", "without",
                 "increase", "changes", "avg_over_time"}

@@ -16,13 +16,13 @@ import pytest
 from job_support import run_until
 from mesh_support import Mesh, free_port, scrape
 
-from theval_mesh.jobs import job_telemetry
 from theval_mesh.core.inputs import plan
-from theval_mesh.stores.job_store import JobSpec, SqlJobStore
+from theval_mesh.jobs import job_telemetry
 from theval_mesh.jobs.pipeline import run_ray
 from theval_mesh.outputs.results_files import write_results
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.config import DEPENDENCIES
+from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 from theval_mesh.synth import generate_kit
 from theval_mesh.synth.bad_inputs import write_bad_inputs
 

@@ -11,11 +11,11 @@ import pytest
 from job_support import run_until
 from mesh_support import Mesh
 
-from theval_mesh.core.results import FAILED, OK
 from theval_mesh.core.inputs import plan
-from theval_mesh.stores.job_store import JobSpec, SqlJobStore, StoreFull
+from theval_mesh.core.results import FAILED, OK
 from theval_mesh.jobs.pipeline import run_inline
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores.job_store import JobSpec, SqlJobStore, StoreFull
 from theval_mesh.synth import generate_kit
 
 pytestmark = pytest.mark.slow

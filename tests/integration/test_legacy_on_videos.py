@@ -10,9 +10,9 @@ import pytest
 from video_files import gradient, write_video
 
 from theval_mesh.commands.cli import main as cli
-from theval_mesh.studies import legacy_metrics
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics import legacy as lm
+from theval_mesh.studies import legacy_metrics
 from theval_mesh.synth import motion
 from theval_mesh.synth.face_geometry import face_geometry
 from theval_mesh.synth.face_warp import FaceRenderer

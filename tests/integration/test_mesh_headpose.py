@@ -11,13 +11,13 @@ from mesh_support import Mesh, ServiceProcess
 from model_parity_set import clips, cut, frames_of
 
 from theval_mesh.core.engine import Engine
-from theval_mesh.stores.job_store import JobSpec
 from theval_mesh.jobs.pipeline import check
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.launcher import free_port
 from theval_mesh.rpc.v1 import common_pb2, headpose_pb2, headpose_pb2_grpc
+from theval_mesh.stores.job_store import JobSpec
 
 pytestmark = pytest.mark.slow
 TAG = "_head_motion"  # the head-motion parity clips (tests/data/parity/models)

@@ -21,8 +21,8 @@ import pytest
 from model_parity_set import DIR, METRICS, SEED, clips, cut, first_frames, frames_of, oracle
 from parity_set import clip
 
-from theval_mesh.stores.job_store import SqlJobStore
 from theval_mesh.pure.exit_codes import EXIT_ERROR
+from theval_mesh.stores.job_store import SqlJobStore
 
 pytestmark = pytest.mark.slow
 THEVAL = str(Path(sys.executable).parent / "theval")

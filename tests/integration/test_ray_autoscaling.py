@@ -20,10 +20,10 @@ from k8s_support import render, workspace
 from ray_support import RayHead
 
 from theval_mesh.core.inputs import plan
-from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 from theval_mesh.jobs.pipeline import _private_ray, run_ray
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.launcher import free_port
+from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 

@@ -17,8 +17,8 @@ from browser import artefacts, browser_page
 from video_files import tone, write_video
 
 from theval_mesh.commands.cli import main
-from theval_mesh.studies.study_server import WORKERS, load_study, make_server, url_of
 from theval_mesh.stores.study_store import EXPORT_COLUMNS
+from theval_mesh.studies.study_server import WORKERS, load_study, make_server, url_of
 
 pytestmark = pytest.mark.slow  # chromium: ~10 s
 

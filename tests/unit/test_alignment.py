@@ -11,12 +11,11 @@ from scipy import stats
 
 from theval_mesh.commands.cli import main
 from theval_mesh.outputs import results_files
-from theval_mesh.studies.alignment_files import published_correlations, published_header, read_human, read_scores
 from theval_mesh.pure.exit_codes import EXIT_ERROR
-from theval_mesh.pure.scoring.alignment import (bootstrap_ci, correlate, format_p, p_value, spearman,
-                                                win_rates)
+from theval_mesh.pure.scoring.alignment import bootstrap_ci, correlate, format_p, p_value, spearman, win_rates
 from theval_mesh.pure.scoring.final_score import RawRow, leaderboard
 from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS
+from theval_mesh.studies.alignment_files import published_correlations, published_header, read_human, read_scores
 
 LEADERBOARD = str(resources.files("theval_mesh").joinpath("data", "published_leaderboard.csv"))
 THEVAL_ROWS = (*METRICS, *GROUPS, FINAL)

@@ -9,8 +9,15 @@ import grpc
 import pytest
 
 import theval_mesh
-from theval_mesh.pure.errors import (AccessDenied, AlreadyExists, InputTooLarge, NotFound, Overloaded, ServiceError,
-                                     UserError)
+from theval_mesh.pure.errors import (
+    AccessDenied,
+    AlreadyExists,
+    InputTooLarge,
+    NotFound,
+    Overloaded,
+    ServiceError,
+    UserError,
+)
 from theval_mesh.pure.version import VERSION
 
 HEAVY = ("torch", "ray", "grpc", "av", "mediapipe", "pandas", "numpy")

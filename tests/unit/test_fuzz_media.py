@@ -13,14 +13,14 @@ import shutil
 from pathlib import Path
 
 import grpc
+import media_fuzz
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-import media_fuzz
 from theval_mesh.core.results import FAILED, OK, VideoResult
-from theval_mesh.stores.job_store import JobSpec
 from theval_mesh.jobs.pipeline import ScoringWorker
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores.job_store import JobSpec
 
 pytestmark = pytest.mark.slow
 C = grpc.StatusCode

@@ -11,8 +11,8 @@ from video_files import gradient, write_video
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.commands.cli import main
 from theval_mesh.core.inputs import Item, discover, parse_model_arg, plan, videos_in
-from theval_mesh.studies.study_server import model_folders
 from theval_mesh.pure.errors import UserError, VideoError
+from theval_mesh.studies.study_server import model_folders
 
 # entry -> the reason it is reported with (None: a video to score)
 EXPECTED = {

@@ -6,11 +6,11 @@ import sqlite3
 
 import pytest
 
-from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.core.inputs import Item
-from theval_mesh.stores.job_store import PAGE, SCHEMA_VERSION, JobSpec, SqlJobStore
+from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.pure.errors import NotFound, UserError
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores.job_store import PAGE, SCHEMA_VERSION, JobSpec, SqlJobStore
 
 SETTINGS = RunSettings(quality="proxy").key()
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.core.inputs import Item
-from theval_mesh.stores.job_store import STALE_S, JobSpec, SqlJobStore, StoreFull
-from theval_mesh.stores.reference_store import ReferenceStore
+from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores.job_store import STALE_S, JobSpec, SqlJobStore, StoreFull
+from theval_mesh.stores.reference_store import ReferenceStore
 
 SETTINGS = RunSettings(quality="proxy").key()
 

@@ -4,8 +4,8 @@ import json
 
 from theval_mesh.commands.cli import main
 from theval_mesh.core.inputs import Item
-from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 
 
 def test_bulk_status_and_list_as_json(tmp_path, capsys):

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from theval_mesh.backends.legacy.networks import skip_reason
-from theval_mesh.studies import legacy_metrics
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics import legacy as lm
+from theval_mesh.studies import legacy_metrics
 
 
 # ---------------------------------------------------------------- pure math

@@ -16,11 +16,11 @@ import prometheus_client
 import pytest
 from video_files import gradient, tone, write_video
 
-from theval_mesh.jobs import pipeline
 from theval_mesh.core.inputs import Item
-from theval_mesh.stores.job_store import PAGE, JobSpec, SqlJobStore
+from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.pipeline import QUEUED_PER_ACTOR, JobStopped, run_inline, run_ray
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores.job_store import PAGE, JobSpec, SqlJobStore
 
 SETTINGS = RunSettings(quality="proxy", single_pass=True).key()
 

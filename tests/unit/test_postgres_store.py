@@ -6,12 +6,12 @@ import multiprocessing as mp
 
 import pytest
 
-from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.core.inputs import Item
-from theval_mesh.stores.job_store import JobSpec, SqlJobStore
-from theval_mesh.stores.reference_store import Reference, ReferenceStore
+from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.pure.errors import NotFound, UserError
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores.job_store import JobSpec, SqlJobStore
+from theval_mesh.stores.reference_store import Reference, ReferenceStore
 
 SETTINGS = RunSettings(quality="proxy").key()
 

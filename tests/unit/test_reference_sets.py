@@ -9,13 +9,13 @@ import os
 import pytest
 
 from theval_mesh.core.results import FAILED, OK, VideoResult
-from theval_mesh.service.reference_sets import MAX_LABEL, GtVideo, ReferenceSets
-from theval_mesh.stores.reference_store import ReferenceStore
 from theval_mesh.pure.errors import AccessDenied, AlreadyExists, NotFound, ServiceError, UserError, VideoError
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.scoring.errors import ScoringError
 from theval_mesh.pure.scoring.names import KEYS, NAME_OF_KEY
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.service.reference_sets import MAX_LABEL, GtVideo, ReferenceSets
+from theval_mesh.stores.reference_store import ReferenceStore
 
 DEFAULT = RunSettings(quality="proxy")
 PROVENANCE = {"profile": "reference", "landmarks": "mediapipe==0.10.21"}

@@ -9,8 +9,8 @@ from certificates import issue, make_ca
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from theval_mesh.pure.errors import UserError
-from theval_mesh.rpc import config
 from theval_mesh.pure.user_names import check_name
+from theval_mesh.rpc import config
 from theval_mesh.rpc.security import ClientSecurity, Tokens, client_channel, is_loopback, server_credentials
 
 TOKEN = "t" * 32

@@ -7,15 +7,15 @@ import sqlite3
 
 import pytest
 
-from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.core.inputs import Item
-from theval_mesh.stores.job_store import MIGRATIONS as JOB_MIGRATIONS
-from theval_mesh.stores.job_store import JobSpec, SqlJobStore
-from theval_mesh.stores.database import open_database
-from theval_mesh.stores.reference_store import MIGRATIONS, Reference, ReferenceStore
-from theval_mesh.stores.sqlite import SqliteDatabase as Database
+from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores.database import open_database
+from theval_mesh.stores.job_store import MIGRATIONS as JOB_MIGRATIONS
+from theval_mesh.stores.job_store import JobSpec, SqlJobStore
+from theval_mesh.stores.reference_store import MIGRATIONS, Reference, ReferenceStore
+from theval_mesh.stores.sqlite import SqliteDatabase as Database
 
 SETTINGS = RunSettings(quality="proxy").key()
 KEY = json.dumps(SETTINGS, sort_keys=True)

@@ -5,10 +5,10 @@ from collections import Counter
 
 import pytest
 
-from theval_mesh.studies.study_server import byte_range, model_folders, videos_by_name
-from theval_mesh.stores.study_store import EXPORT_COLUMNS, StudyStore
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.study_plan import Pair, candidates, plan_pairs
+from theval_mesh.stores.study_store import EXPORT_COLUMNS, StudyStore
+from theval_mesh.studies.study_server import byte_range, model_folders, videos_by_name
 
 VIDEOS = {
     "a": {"x": "x.mp4", "y": "y.mp4", "only_a": "only_a.mp4"},

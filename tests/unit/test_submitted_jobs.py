@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from theval_mesh.core.inputs import Item
-from theval_mesh.stores.job_store import JobSpec
-from theval_mesh.service.submitted_jobs import JOBS_IDENTITY, SubmittedJobs
 from theval_mesh.pure.errors import AccessDenied, NotFound, Overloaded, UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.security import ClientSecurity, Tokens
+from theval_mesh.service.submitted_jobs import JOBS_IDENTITY, SubmittedJobs
+from theval_mesh.stores.job_store import JobSpec
 
 SETTINGS = RunSettings(quality="proxy")
 

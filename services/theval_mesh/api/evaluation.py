@@ -10,15 +10,15 @@ from theval_mesh.api import dataframes
 from theval_mesh.api.arguments import Models, model_pairs, run_settings
 from theval_mesh.api.reports import MlflowRun, log_to_mlflow, write_report
 from theval_mesh.core import aggregate
-from theval_mesh.core.results import VideoResult
-from theval_mesh.outputs import results_files
-from theval_mesh.jobs import pipeline
 from theval_mesh.core.inputs import plan
-from theval_mesh.stores.job_store import SqlJobStore
+from theval_mesh.core.results import VideoResult
+from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.progress import Progress
+from theval_mesh.outputs import results_files
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring.final_score import Leaderboard
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores.job_store import SqlJobStore
 
 if TYPE_CHECKING:
     import pandas

@@ -6,7 +6,6 @@ from pathlib import Path
 from theval_mesh.outputs.html_report import THUMBNAILS_PER_MODEL, build_report  # plotly: when a report is built
 
 
-
 @dataclass(frozen=True)
 class MlflowRun:
     uri: str         # the tracking URI logged to

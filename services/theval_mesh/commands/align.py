@@ -3,10 +3,18 @@ import json
 import sys
 from pathlib import Path
 
-from theval_mesh.studies.alignment_files import (Human, ScoreTable, alignment_document, published_correlations,
-                                              read_human, read_scores, table_rows, write_outputs)
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring.alignment import LEVEL, MIN_MODELS, RESAMPLES, SEED, align
+from theval_mesh.studies.alignment_files import (
+    Human,
+    ScoreTable,
+    alignment_document,
+    published_correlations,
+    read_human,
+    read_scores,
+    table_rows,
+    write_outputs,
+)
 
 HEADER = ["Metric", "Spearman rho", "p-value", "CI95 low", "CI95 high", "n"]
 

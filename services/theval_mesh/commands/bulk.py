@@ -11,15 +11,15 @@ import time
 from pathlib import Path
 
 from theval_mesh.commands.evaluate import add_log_options, add_run_options, log_run, print_summary, settings_from
+from theval_mesh.core.inputs import parse_model_arg, plan
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.drivers import drive, last_line, start_driver, summary
-from theval_mesh.core.inputs import parse_model_arg, plan
-from theval_mesh.stores.job_store import FINISHED, SqlJobStore
 from theval_mesh.jobs.progress import resuming
 from theval_mesh.outputs.results_files import write_results
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.store_location import is_server
+from theval_mesh.stores.job_store import FINISHED, SqlJobStore
 
 START_TIMEOUT_S = 120.0
 

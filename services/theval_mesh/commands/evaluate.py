@@ -5,9 +5,9 @@ import sys
 from pathlib import Path
 
 from theval_mesh.api.evaluation import evaluate
+from theval_mesh.core.inputs import parse_model_arg
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import FAILED
-from theval_mesh.core.inputs import parse_model_arg
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.scoring import tables

@@ -40,8 +40,8 @@ def register(subparsers) -> None:
 
 
 def serve(args) -> int:
-    from theval_mesh.studies.study_server import load_study, make_server, url_of
     from theval_mesh.rpc.security import is_loopback
+    from theval_mesh.studies.study_server import load_study, make_server, url_of
 
     study = load_study(args.models, args.store, args.rater, args.seed, args.pairs)
     store = study.store

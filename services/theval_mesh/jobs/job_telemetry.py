@@ -3,8 +3,8 @@ job store read at each scrape (the collector the evaluator and a job's driver re
 import prometheus_client as prom
 from prometheus_client.core import GaugeMetricFamily
 
-from theval_mesh.stores.job_store import FINISHED
 from theval_mesh.rpc.telemetry import LATENCY_BUCKETS
+from theval_mesh.stores.job_store import FINISHED
 
 # A job's driver process (jobs/drivers.py)
 JOBS_RUNNING = prom.Gauge("theval_jobs_running", "jobs this process is driving now")

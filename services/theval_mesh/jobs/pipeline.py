@@ -20,13 +20,13 @@ from collections import deque
 
 from theval_mesh.backends.native_logs import QUIET
 from theval_mesh.core.incidents import logged_internal
+from theval_mesh.core.inputs import Item
 from theval_mesh.core.results import FAILED, VideoResult
 from theval_mesh.jobs import job_telemetry
-from theval_mesh.core.inputs import Item
-from theval_mesh.stores.job_store import HEARTBEAT_S, JobSpec, JobStore, StoreFull
 from theval_mesh.pure.errors import ServiceError, UserError, VideoError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.security import ClientSecurity
+from theval_mesh.stores.job_store import HEARTBEAT_S, JobSpec, JobStore, StoreFull
 
 QUEUED_PER_ACTOR = 2
 MAX_ATTEMPTS = 8

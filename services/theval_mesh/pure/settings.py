@@ -37,8 +37,8 @@ class RunSettings:
     frame_stride: int = _setting(1, "THEVAL_FRAME_STRIDE", "use every Nth frame (default 1)")
     single_pass: bool = _setting(False, "THEVAL_SINGLE_PASS",
                                  "speed option: one shared FaceMesh pass for every landmark metric instead of the "
-                                 "reference code's own passes (about 3x faster; values differ, see README; never "
-                                 "comparable with the published GT)")
+                                 "reference code's own passes (about 3x faster; values differ, see docs/metrics.md; "
+                                 "never comparable with the published GT)")
     normalise_translation: bool = _setting(False, "THEVAL_NORMALISE_TRANSLATION",
                                            "head motion: express the face centre at 512 px so T does not grow "
                                            "with resolution")

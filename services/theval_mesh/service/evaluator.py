@@ -8,10 +8,6 @@ import time
 from theval_mesh.backends import liveness
 from theval_mesh.backends.media.sources import BYTES_LABEL
 from theval_mesh.core.stages import new_result, score
-from theval_mesh.stores.job_store import Job
-from theval_mesh.service.reference_sets import GtVideo, ReferenceSets, VideoScores
-from theval_mesh.stores.reference_store import Reference, ReferenceStore
-from theval_mesh.service.submitted_jobs import SubmittedJobs
 from theval_mesh.jobs.job_telemetry import observe_stages, register_jobs
 from theval_mesh.pure.errors import VideoError
 from theval_mesh.pure.scoring.final_score import parse_weights
@@ -28,6 +24,10 @@ from theval_mesh.rpc.servicers.common import opened_video, run_settings
 from theval_mesh.rpc.status import rpc, status_of
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 from theval_mesh.service import streams
+from theval_mesh.service.reference_sets import GtVideo, ReferenceSets, VideoScores
+from theval_mesh.service.submitted_jobs import SubmittedJobs
+from theval_mesh.stores.job_store import Job
+from theval_mesh.stores.reference_store import Reference, ReferenceStore
 
 SERVICE = evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"].full_name
 NO_DEADLINE_S = 24 * 3600.0

@@ -17,9 +17,8 @@ from pathlib import Path
 
 from theval_mesh.backends.media.sources import BYTES_LABEL, resolve_uri
 from theval_mesh.core import aggregate
-from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.core.inputs import VIDEO_SUFFIXES, videos_in
-from theval_mesh.stores.reference_store import Reference, ReferenceStore
+from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.pure.errors import AccessDenied, AlreadyExists, NotFound, UserError, VideoError
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, ScoredRow, leaderboard
@@ -27,6 +26,7 @@ from theval_mesh.pure.scoring.names import KEY_OF, NAME_OF_KEY
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.pure.user_names import MAX_NAME, check_name
 from theval_mesh.rpc.security import ANONYMOUS
+from theval_mesh.stores.reference_store import Reference, ReferenceStore
 
 log = logging.getLogger("theval.evaluator")
 MAX_LABEL = 1024  # a video's display name

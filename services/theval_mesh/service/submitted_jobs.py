@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from theval_mesh.backends.media.sources import resolve_uri
-from theval_mesh.jobs.drivers import last_line, start_driver
 from theval_mesh.core.inputs import plan
-from theval_mesh.stores.job_store import FINISHED, Job, JobSpec, SqlJobStore
+from theval_mesh.jobs.drivers import last_line, start_driver
 from theval_mesh.pure.errors import NotFound, Overloaded, UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.pure.user_names import check_name
 from theval_mesh.rpc.security import ClientSecurity, Tokens, is_wildcard
+from theval_mesh.stores.job_store import FINISHED, Job, JobSpec, SqlJobStore
 
 log = logging.getLogger("theval.jobs")
 STREAM_POLL_S = 0.5

@@ -15,11 +15,11 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Iterable, Iterator, Protocol
 
-from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.core.inputs import Item
-from theval_mesh.stores.database import DiskFull, open_database
+from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.pure.errors import NotFound, UserError
 from theval_mesh.pure.store_location import is_server, shown
+from theval_mesh.stores.database import DiskFull, open_database
 
 # The job store's migrations, oldest first; the first made every store before
 # versions were kept per schema, so it must stay harmless on them.

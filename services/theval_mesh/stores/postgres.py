@@ -3,9 +3,9 @@ drivers anywhere: a `postgresql://USER@HOST:PORT/DB?sslmode=verify-full` URL (li
 password out of it: PGPASSWORD or a PGPASSFILE, so that it shows in no command line)."""
 import psycopg
 
-from theval_mesh.stores.database import Database, Transaction
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.store_location import shown
+from theval_mesh.stores.database import Database, Transaction
 
 # Every writer of a database takes this transaction-scoped advisory lock first: one writer at a
 # time, as with SQLite, so a store's read-then-write transactions (claiming a job) cannot race.

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 
 from theval_mesh.core.results import VideoResult
-from theval_mesh.stores.database import add_column, open_database
 from theval_mesh.pure.scoring.final_score import RawRow
+from theval_mesh.stores.database import add_column, open_database
 
 # The reference store's migrations, oldest first; the first two made every store before versions
 # were kept per schema (some with the owners, some without), so they must stay harmless on them.

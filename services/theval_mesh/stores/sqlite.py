@@ -6,8 +6,8 @@ import secrets
 import sqlite3
 import time
 
-from theval_mesh.stores.database import NEWER, Database, Transaction
 from theval_mesh.pure.errors import UserError
+from theval_mesh.stores.database import NEWER, Database, Transaction
 
 # PRAGMA user_version is the file's format. theval before `schema_versions` wrote 1 there (its job
 # store's schema version) and refuses a file with more: raise it only when a change makes the file

@@ -4,11 +4,11 @@ completed when it is answered; the left video is model_a/video_a, the right one 
 import time
 from pathlib import Path
 
-from theval_mesh.stores.database import open_database
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.store_location import is_server
 from theval_mesh.pure.study_plan import Pair
+from theval_mesh.stores.database import open_database
 
 MIGRATIONS = ["""
 CREATE TABLE IF NOT EXISTS study_answers (

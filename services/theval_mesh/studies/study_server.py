@@ -24,10 +24,10 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from theval_mesh.core.inputs import parse_model_arg, videos_in
-from theval_mesh.stores.study_store import StudyStore
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.study_plan import Pair, plan_pairs
 from theval_mesh.pure.user_names import check_name
+from theval_mesh.stores.study_store import StudyStore
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CONTENT_TYPES = {".mp4": "video/mp4", ".mov": "video/quicktime", ".webm": "video/webm",

@@ -16,8 +16,8 @@ import triton_python_backend_utils as pb_utils
 
 from theval_mesh.backends.audio.backend import LocalVad
 from theval_mesh.backends.headpose import facexformer
-from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.quality.local_models import LocalModels, missing_weights_reason
+from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import MODELS
 
 
