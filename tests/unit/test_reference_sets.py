@@ -5,6 +5,7 @@ leaderboard of the models scored against one. Videos are scored by a function of
 test (the evaluator passes the mesh's), returning results with known metric values."""
 import math
 import os
+import shutil
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_a_folder_stands_for_its_videos_as_the_folder_scan_of_evaluate_lists_the
     got = sets.gt_videos([str(gt)])
     real = gt.resolve()
     expected = [real / n for n in (".hidden.mkv", "a.MOV", "b.mp4", "sub/c.webm", "sub/deeper/d.avi", "z-link.mp4")]
-    assert got == [GtVideo(str(p), 0, str(p)) for p in expected]
+    assert got == [GtVideo(str(p), 0, str(p), str(p)) for p in expected]
 
 
 def test_files_and_bytes_stand_for_themselves_and_an_empty_folder_for_nothing(sets, roots):
@@ -84,8 +85,9 @@ def test_files_and_bytes_stand_for_themselves_and_an_empty_folder_for_nothing(se
     uri = f"file://{clip}"
     got = sets.gt_videos([None, uri, str(roots / "empty"), str(listed), str(roots / "missing.mp4")])
     # as given: their labels are the URIs the caller gave; a .txt is a file here, not a list
-    assert got == [GtVideo("<video bytes> #0", 0), GtVideo(uri, 1), GtVideo(str(listed), 3),
-                   GtVideo(str(roots / "missing.mp4"), 4)]
+    assert got == [GtVideo("<video bytes> #0", 0), GtVideo(uri, 1, local=str(clip)),
+                   GtVideo(str(listed), 3, local=str(listed)),
+                   GtVideo(str(roots / "missing.mp4"), 4, local=str(roots / "missing.mp4"))]
 
 
 def test_no_videos_or_a_path_outside_the_roots_is_refused(sets, roots, tmp_path):
@@ -122,6 +124,32 @@ def test_a_set_that_cannot_normalise_is_refused_and_not_stored(sets):
                                         r"its videos\); add"):  # zero everywhere, no reason recorded
         a_set(sets, values={"a.mp4": 0.0, "b.mp4": 0.0})
     assert sets.store.all(None) == []
+
+
+def test_a_set_the_headers_show_cannot_normalise_is_refused_before_scoring(sets, roots, clip_writer):
+    """No GT video with an audio track: FAILED_PRECONDITION (InputsRefused) before any video is
+    scored; one video with a track is enough. The cannot-normalise refusal after scoring is a
+    ScoringError (FAILED_PRECONDITION too)."""
+    from theval_mesh.pure.errors import InputsRefused
+    from theval_mesh.pure.scoring.errors import ScoringError
+    from theval_mesh.rpc.status import status_of
+    def write_clip(path, **kw):  # written where the server may read
+        return str(shutil.move(clip_writer(path.name, **kw), path))
+    silent = [write_clip(roots / f"silent{k}.mp4") for k in range(2)]
+    scored = []
+
+    def score(video):
+        scored.append(video.label)
+        return result("gt", video.label), None
+    with pytest.raises(InputsRefused, match="none of the 2 readable gt video.s. has an audio track") as refused:
+        sets.create("gt", "alice", DEFAULT, sets.gt_videos(silent), score, 2)
+    assert scored == [] and status_of(refused.value)[0].name == "FAILED_PRECONDITION"
+    voiced = write_clip(roots / "voiced.mp4", tone=[0.3])
+    sets.create("gt", "alice", DEFAULT, sets.gt_videos(silent + [voiced]), score, 2)
+    assert len(scored) == 3
+    with pytest.raises(ScoringError, match="cannot normalise Lip sync") as after:
+        a_set(sets, name="other", nan=("lip_sync", "no speech"))
+    assert status_of(after.value)[0].name == "FAILED_PRECONDITION"
 
 
 def test_a_mesh_failure_fails_the_whole_set(sets):

@@ -1,5 +1,6 @@
 """evaluate(): score a GT set and models' videos, rank the models against the GT (what
 `theval evaluate` runs, and what a notebook calls)."""
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from theval_mesh.api.arguments import Models, model_pairs, run_settings
 from theval_mesh.api.reports import MlflowRun, log_to_mlflow, write_report
 from theval_mesh.core import aggregate
 from theval_mesh.core.inputs import plan
+from theval_mesh.core.preflight import check_gt, refuse_unnormalisable
 from theval_mesh.core.results import VideoResult
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.progress import Progress
@@ -67,7 +69,7 @@ class Evaluation:
 def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, settings: RunSettings | None = None,
              workers: int = 1, gt_name: str = "GT", weights: Mapping[str, float] | str | None = None,
              weights_store: str | None = None, progress: bool = True, mesh: str | None = None,
-             inline: bool = False, ray_address: str | None = None, log_to: str | None = None,
+             inline: bool = False, ray_address: str | None = None, partial_score: bool = False, log_to: str | None = None,
              mlflow_uri: str | None = None, mlflow_experiment: str = "theval", **options: Any) -> Evaluation:
     """Score the GT videos and each model's, then rank the models against the GT.
 
@@ -84,8 +86,13 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
     the videos instead of in-process models (its allowed roots must hold them). weights:
     Final-score weights ({"Lip sync": 2}, or the --weights text). progress: a progress bar and a
     line per failed video on stderr. A video that cannot be scored is a failed result with its
-    reason; a problem that stops the whole run (no GT scored, missing weights for
-    quality="paper", a mesh that does not answer) is a UserError.
+    reason; a problem that stops the whole run (missing weights for quality="paper", a mesh that
+    does not answer) is a UserError. A GT whose headers show it cannot normalise a metric (no
+    audio track on any GT video) is an InputsRefused before anything is scored, unless
+    partial_score=True: a Final score over the other metrics, labelled partial everywhere.
+    When the videos were scored but no leaderboard can be formed (no GT video scored, a GT metric
+    zero or NaN), the per-video files are written and NotRanked is raised, its `results` holding
+    every video's result.
 
     log_to="mlflow": also write the HTML report into `out` and log the evaluation as one MLflow run
     (mlflow_uri: the tracking URI, default $MLFLOW_TRACKING_URI, else OUT/mlruns) in experiment
@@ -97,7 +104,8 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
         raise UserError("log_to='mlflow' logs the files of a results folder: give `out` too")
     settings = run_settings(settings, options)
     pairs = model_pairs(models)
-    run = dict(settings=settings, workers=workers, gt_name=gt_name, weights=weights, weights_store=weights_store,
+    run = dict(settings=settings, workers=workers, gt_name=gt_name, weights=weights, partial_score=partial_score,
+               weights_store=weights_store,
                progress=progress, mesh=mesh, inline=inline, ray_address=ray_address)
     if out is not None:
         evaluation = _evaluate(str(gt), pairs, Path(out), **run)
@@ -112,13 +120,19 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
 
 
 def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSettings, workers: int, gt_name: str,
-              weights, weights_store, progress: bool, mesh: str | None, inline: bool,
+              weights, partial_score: bool, weights_store, progress: bool, mesh: str | None, inline: bool,
               ray_address: str | None) -> Evaluation:
     inputs = [(gt_name, gt)] + models
     items = plan(inputs)
+    # Before any model loads: a GT that cannot normalise a metric stops here (or is announced).
+    notice = refuse_unnormalisable(check_gt([i for i in items if i.model == gt_name], settings.limits), gt_name,
+                                   partial_score)
+    if notice and progress:
+        print(notice, file=sys.stderr)
     # Missing weights or a mesh that does not answer stop the run here, with one clear line.
     spec = pipeline.new_spec(inputs, settings, quiet=not progress, gt_name=gt_name, workers=workers,
-                             quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address)
+                             quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address,
+                             partial_score=partial_score)
     out.mkdir(parents=True, exist_ok=True)
     store = SqlJobStore(out / results_files.RESULTS_DB)
     try:

@@ -4,7 +4,7 @@ import importlib
 import sys
 
 from theval_mesh.pure.errors import UserError
-from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from theval_mesh.pure.exit_codes import EXIT_INTERRUPTED, EXIT_OK
 from theval_mesh.pure.version import VERSION
 
 # module name under theval_mesh.commands -> registered there with register(subparsers)
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
         return EXIT_INTERRUPTED
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return err.exit_code
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def run(args) -> int:
         print(f"reusing the synthetic kit in {kit_dir}")
     models = [(v, str(kit_dir / v)) for v in kit.variants]
     evaluation = evaluate(str(kit_dir / "gt"), models, out / "results", settings=settings_from(args),
-                          workers=args.workers, weights=args.weights, weights_store=args.weights_store,
-                          progress=not args.quiet)
+                          workers=args.workers, weights=args.weights, partial_score=args.partial_score,
+                          weights_store=args.weights_store, progress=not args.quiet)
     print_summary(evaluation.board, evaluation.results, evaluation.paths)
     return EXIT_PARTIAL if partial(evaluation.results) else EXIT_OK

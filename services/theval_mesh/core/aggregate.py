@@ -40,15 +40,16 @@ def per_video(results: list[VideoResult], models: list[str]) -> tuple[dict, dict
 
 
 def ranked(results: list[VideoResult], names: list[str], gt_name: str, weights=None,
-           gt_row: RawRow | None = None, rows: list[RawRow] | None = None) -> Leaderboard:
+           gt_row: RawRow | None = None, rows: list[RawRow] | None = None, partial: bool = False) -> Leaderboard:
     """The leaderboard of `names` (the GT's first) with its bootstrap intervals. gt_row: a GT
     kept as a fixed row (a reference set's means), not resampled; else the GT's videos are among
     the results and resampled too. rows: the board's raw rows (as computed here), when the caller
-    has them already."""
+    has them already. partial: a partial Final score when the GT cannot normalise a metric
+    (pure.scoring.final_score.leaderboard)."""
     models = [n for n in names if gt_row is None or n != gt_name]
     if rows is None:
         rows = ([gt_row] if gt_row is not None else []) + model_rows(results, models)
-    board = leaderboard(rows, gt_name=gt_name, weights=weights)
+    board = leaderboard(rows, gt_name=gt_name, weights=weights, partial=partial)
     values, items = per_video(results, models)
     board.uncertainty = bootstrap(values, gt_name, board.weights, [r.model for r in board.rows if r.rank is not None],
                                   items=items, gt_fixed=None if gt_row is None else gt_row.values)

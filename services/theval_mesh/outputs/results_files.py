@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from theval_mesh.core import aggregate
+from theval_mesh.core.incidents import logged_internal
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.pure import csv_cells
-from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.errors import NotRanked, UserError
 from theval_mesh.pure.metrics.registry import REGISTRY
 from theval_mesh.pure.scoring import tables
 from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, video_scores
@@ -29,12 +30,13 @@ FILES = {"results_jsonl": RESULTS_JSONL, "results_csv": "results.csv", "raw_metr
          "run": "run.json", "results_json": "results.json"}
 
 
-def _video_scores(r: VideoResult, board: Leaderboard) -> tuple[dict, float]:
-    """A scored video's normalised scores (by metric key) and Final score; NaN for a failed one."""
-    if r.status != OK:
+def _video_scores(r: VideoResult, board: Leaderboard | None) -> tuple[dict, float]:
+    """A scored video's normalised scores (by metric key) and Final score; NaN for a failed one,
+    and for every video when there is no leaderboard (board None)."""
+    if r.status != OK or board is None:
         return {m.key: math.nan for m in REGISTRY}, math.nan
     scores, final = video_scores({NAME_OF_KEY[k]: v for k, v in r.metrics.items() if k in NAME_OF_KEY},
-                                 board.gt_values, board.weights)
+                                 board.gt_values, board.weights, board.left_out)
     return {m.key: scores[m.name] for m in REGISTRY}, final
 
 
@@ -42,7 +44,7 @@ def _number(value) -> str:
     return "" if math.isnan(value) else repr(float(value))
 
 
-def write_results_csv(results: list[VideoResult], board: Leaderboard, path: Path):
+def write_results_csv(results: list[VideoResult], board: Leaderboard | None, path: Path):
     keys = [m.key for m in REGISTRY]
     # beside lip-sync: the audio's offset from the picture (beyond THEval), then the normalised scores
     cols = (["model", "video", "status", "reason"] + keys + ["av_offset_ms", "av_offset_confidence"]
@@ -64,7 +66,7 @@ def write_results_csv(results: list[VideoResult], board: Leaderboard, path: Path
                 " | ".join(r.drift.get("flags", [])), json.dumps(r.provenance, sort_keys=True)])
 
 
-def _jsonl_line(r: VideoResult, board: Leaderboard) -> str:
+def _jsonl_line(r: VideoResult, board: Leaderboard | None) -> str:
     scores, final = _video_scores(r, board)
     line = json.loads(r.to_json())
     line["normalised"] = {k: _finite(v) for k, v in scores.items()}
@@ -81,12 +83,15 @@ def _pair(interval) -> list:
     return [_finite(interval[0]), _finite(interval[1])]
 
 
-def results_document(board: Leaderboard, rows, results: list[VideoResult], run_info: dict) -> dict:
-    """results.json: what a paper's table needs, machine-readable (data/results.schema.json)."""
-    b = board.uncertainty
+def results_document(board: Leaderboard | None, rows, results: list[VideoResult], run_info: dict,
+                     not_ranked: str | None = None) -> dict:
+    """results.json: what a paper's table needs, machine-readable (data/results.schema.json).
+    board None: no leaderboard could be formed, for the reason `not_ranked` (the counts, settings
+    and provenance are still there; the per-video values are in results.jsonl)."""
+    b = board.uncertainty if board else None
     raw = {row.model: row for row in rows}
     entries = []
-    for r in board.rows:
+    for r in board.rows if board else ():
         ci = b.rows.get(r.model) if b else None
         counts = r.counts or {}
 
@@ -107,11 +112,14 @@ def results_document(board: Leaderboard, rows, results: list[VideoResult], run_i
         c["scored" if result.status == OK else "failed"] += 1
     return {
         "schema": SCHEMA_ID, "theval": VERSION, "created_unix": time.time(),
-        "job": run_info.get("job"), "gt": {"name": board.gt_name, "source": run_info.get("gt")},
+        "job": run_info.get("job"),
+        "gt": {"name": board.gt_name if board else run_info.get("gt_name", "GT"), "source": run_info.get("gt")},
         "models": run_info.get("models", {}), "settings": run_info.get("settings", {}),
-        "provenance": run_info.get("provenance") or {}, "weights": board.weights,
+        "provenance": run_info.get("provenance") or {}, "weights": board.weights if board else None,
         "proxy_quality": _proxies(run_info.get("provenance")),
-        "warnings": board.warnings,
+        "warnings": board.warnings if board else [],
+        "left_out": board.left_out if board else [],
+        "not_ranked": not_ranked,
         "counts": {"videos": len(results), "scored": sum(c["scored"] for c in per_model.values()),
                    "failed": sum(c["failed"] for c in per_model.values()), "per_model": per_model},
         "bootstrap": None if b is None else {"resamples": b.resamples, "seed": b.seed, "level": b.level,
@@ -243,15 +251,37 @@ class Written:
 
 def write_results(out: Path, store, job) -> Written:
     """From a job's committed results to every output file and the leaderboard (`theval evaluate`,
-    `theval bulk results`), written to `out`."""
+    `theval bulk results`), written to `out`. The per-video files come first, before anything
+    aggregates: when no leaderboard can be formed (or forming it fails), they stay, with
+    raw_metrics.csv and results.json when those could be written, and NotRanked says which."""
     spec = job.spec
     results = list(store.results(job.id))
     names = [name for name, _ in spec.inputs]
-    rows = aggregate.model_rows(results, names)
-    if rows[0].provenance is None:
-        raise UserError(f"no GT video could be scored (see {out / 'results.csv'}): nothing to compare with")
-    board = aggregate.ranked(results, names, spec.gt_name, spec.weights, rows=rows)
-    run_info = {"job": job.id, "gt": spec.inputs[0][1], "models": dict(spec.inputs[1:]),
-                "settings": spec.settings, "workers": spec.workers, "provenance": rows[0].provenance,
-                "warnings": board.warnings}
-    return Written(board, results, rows, write_all(out, results, rows, board, run_info))
+    out.mkdir(parents=True, exist_ok=True)
+    written = [FILES["results_jsonl"], FILES["results_csv"]]
+    (out / FILES["results_jsonl"]).write_text("".join(_jsonl_line(r, None) + "\n" for r in results))
+    write_results_csv(results, None, out / FILES["results_csv"])
+    run_info = {"job": job.id, "gt": spec.inputs[0][1], "gt_name": spec.gt_name, "models": dict(spec.inputs[1:]),
+                "settings": spec.settings, "workers": spec.workers, "partial_score": spec.partial_score}
+    rows: list[RawRow] = []
+    try:
+        rows = aggregate.model_rows(results, names)
+        run_info["provenance"] = rows[0].provenance
+        tables.write_raw_csv(rows, out / FILES["raw_metrics"])
+        written.append(FILES["raw_metrics"])
+        if rows[0].provenance is None:
+            raise UserError("no GT video could be scored, so there is nothing to compare with")
+        board = aggregate.ranked(results, names, spec.gt_name, spec.weights, rows=rows, partial=spec.partial_score)
+    except UserError as err:
+        reason = str(err)
+    except Exception as err:  # noqa: BLE001 - whatever breaks the aggregation, the scored videos are kept
+        reason = f"forming the leaderboard failed: {logged_internal(err, 'aggregation')}"
+    else:
+        run_info["warnings"] = board.warnings
+        return Written(board, results, rows, write_all(out, results, rows, board, run_info))
+    document = results_document(None, rows, results, run_info, not_ranked=reason)
+    (out / FILES["results_json"]).write_text(json.dumps(document, indent=1, sort_keys=True, allow_nan=False,
+                                                       default=str))
+    written.append(FILES["results_json"])
+    missing = [f for f in FILES.values() if f not in written]
+    raise NotRanked(reason, out, written, missing, results)

@@ -1,4 +1,5 @@
 """Errors shared by every part of the product."""
+from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_NOT_RANKED, EXIT_USAGE
 
 MAX_DETAIL = 1000  # characters: a status detail, a reason or a logged error is a line to read
 KEEP_DETAIL = 300  # ... of which a longer one keeps these, then its length
@@ -16,8 +17,27 @@ class UserError(Exception):
     """A problem the user can fix (bad flag, missing file, missing weights).
 
     The message names the file or setting at fault and says what to do; the CLI prints it
-    as one line without a traceback.
+    as one line without a traceback, and exits with `exit_code`.
     """
+    exit_code = EXIT_ERROR
+
+
+class InputsRefused(UserError):
+    """The inputs cannot give what was asked, known before any model loads (e.g. no GT video has
+    an audio track, so two metrics cannot be normalised): nothing was scored."""
+    exit_code = EXIT_USAGE
+
+
+class NotRanked(UserError):
+    """The videos were scored and their per-video results written, but no leaderboard could be
+    formed from them (e.g. the GT is zero or NaN on a metric). `written`: the files on disk;
+    `results`: the per-video results (VideoResult), for the Python API."""
+    exit_code = EXIT_NOT_RANKED
+
+    def __init__(self, reason: str, folder, written: list[str], missing: list[str], results=None):
+        super().__init__(f"no leaderboard: {reason}. The per-video results are in {folder}: {', '.join(written)}; "
+                         f"not written: {', '.join(missing)}")
+        self.reason, self.written, self.missing, self.results = reason, written, missing, results
 
 
 class VideoError(UserError):

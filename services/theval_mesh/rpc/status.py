@@ -5,8 +5,9 @@ import logging
 import grpc
 
 from theval_mesh.core.incidents import logged_internal
-from theval_mesh.pure.errors import (AccessDenied, AlreadyExists, Cancelled, InputTooLarge, NotFound, NotServed,
-                                     Overloaded, ServiceError, UserError, VideoError, WeightsMissing, shorten)
+from theval_mesh.pure.errors import (AccessDenied, AlreadyExists, Cancelled, InputsRefused, InputTooLarge, NotFound,
+                                     NotRanked, NotServed, Overloaded, ServiceError, UserError, VideoError,
+                                     WeightsMissing, shorten)
 from theval_mesh.pure.scoring.errors import ScoringError
 from theval_mesh.rpc.admission import is_busy
 
@@ -25,6 +26,8 @@ CODES = (
     (NotFound, grpc.StatusCode.NOT_FOUND),
     (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (ScoringError, grpc.StatusCode.FAILED_PRECONDITION),  # e.g. GT and video scored differently
+    (InputsRefused, grpc.StatusCode.FAILED_PRECONDITION),  # e.g. no GT video has an audio track
+    (NotRanked, grpc.StatusCode.FAILED_PRECONDITION),
     (UserError, grpc.StatusCode.INVALID_ARGUMENT),
 )
 

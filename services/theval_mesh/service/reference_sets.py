@@ -17,10 +17,12 @@ from pathlib import Path
 
 from theval_mesh.backends.media.sources import BYTES_LABEL, resolve_uri
 from theval_mesh.core import aggregate
-from theval_mesh.core.inputs import VIDEO_SUFFIXES, videos_in
+from theval_mesh.core.inputs import VIDEO_SUFFIXES, Item, videos_in
+from theval_mesh.core.preflight import check_gt, refuse_unnormalisable
 from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.pure.errors import AccessDenied, AlreadyExists, NotFound, UserError, VideoError
 from theval_mesh.pure.limits import Limits
+from theval_mesh.pure.scoring.errors import ScoringError
 from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, ScoredRow, leaderboard
 from theval_mesh.pure.scoring.names import KEY_OF, NAME_OF_KEY
 from theval_mesh.pure.settings import RunSettings
@@ -39,6 +41,7 @@ class GtVideo:
     label: str
     given: int
     uri: str | None = None
+    local: str | None = None  # the file on this server, when it is one (its header is checked first)
 
 
 @dataclass(frozen=True)
@@ -136,9 +139,9 @@ class ReferenceSets:
                 continue
             path = Path(resolve_uri(uri, self.roots))
             if not path.is_dir():
-                out.append(GtVideo(uri, i))  # a file that is not there fails when it is scored
+                out.append(GtVideo(uri, i, local=str(path)))  # a file that is not there fails when it is scored
                 continue
-            out += [GtVideo(str(f), i, str(f)) for f in videos_in(path)]
+            out += [GtVideo(str(f), i, str(f), str(f)) for f in videos_in(path)]
         if not out:
             raise UserError("no videos: give files, or folders holding "
                             f"{', '.join(VIDEO_SUFFIXES)} files, under the allowed roots")
@@ -149,6 +152,9 @@ class ReferenceSets:
         """Scores the GT videos (`concurrency` at a time) and stores the set they make, replacing
         one of that name. Refused when no video scored, or when a metric is zero or NaN over all
         of them (nothing could be normalised by it)."""
+        # What the headers tell (no GT video with an audio track) is refused before any scoring.
+        refuse_unnormalisable(check_gt([Item(name, v.local) for v in videos if v.local], self.limits), name,
+                              partial=False)
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="reference") as pool:
             scored = list(pool.map(score, videos))
         for _, error in scored:
@@ -161,9 +167,9 @@ class ReferenceSets:
             raise UserError(f"no video of the GT set could be scored; first failure: {failures[0][0]}: "
                             f"{failures[0][1]}")
         bad = [m for m, v in row.values.items() if math.isnan(v) or abs(v) <= 1e-9]
-        if bad:
+        if bad:  # FAILED_PRECONDITION: the videos were scored, the set cannot be formed from them
             why = _nan_reasons(results, bad)
-            raise UserError(f"GT set {name!r} cannot normalise {', '.join(bad)} (zero or NaN over all its "
+            raise ScoringError(f"GT set {name!r} cannot normalise {', '.join(bad)} (zero or NaN over all its "
                             f"videos{': ' + why if why else ''}); add videos that have it")
         ref = Reference(name=name, settings=settings.key(), provenance=row.provenance, raw=row.values,
                         counts=row.counts, videos=len(results), scored=len(results) - len(failures),

@@ -54,6 +54,7 @@ class JobSpec:
     quality_store: str | None = None
     mesh: str | None = None  # HOST:PORT of an evaluator that scores instead of in-process models
     weights: str | None = None  # Final-score weights spec
+    partial_score: bool = False  # a Final score over the metrics the GT can normalise (labelled partial)
     ray_address: str | None = None  # where it ran last; `resume` uses it unless told otherwise
     owner: str = ""  # the identity that submitted it to an evaluator: only it may see or cancel it
 

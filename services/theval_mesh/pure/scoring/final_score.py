@@ -7,6 +7,9 @@ Decisions:
 - The GT row is kept in the board (it scores 1.0 everywhere) but is not ranked: ranks are among
   the models, as in the published leaderboard.
 - Group scores are unweighted means of their members; weights only change the Final score.
+- A GT that is zero or NaN on a metric cannot normalise it: refused, unless a partial Final score
+  is asked for (off by default), which leaves such metrics out, says so on every output, and is
+  never comparable with a full THEval Final score.
 """
 import json
 import math
@@ -55,6 +58,7 @@ class Leaderboard:
     weights: dict
     warnings: list = field(default_factory=list)
     uncertainty: object = None  # pure.scoring.uncertainty.Bootstrap, where per-video values were known
+    left_out: list = field(default_factory=list)  # metrics a partial Final score leaves out (the GT cannot normalise)
 
     def row(self, model: str) -> ScoredRow:
         for r in self.rows:
@@ -90,10 +94,12 @@ def final_score(scores: Mapping, weights: Mapping | None = None) -> float:
     return sum(weights[m] * scores[m] for m in used) / sum(weights[m] for m in used)
 
 
-def video_scores(values: Mapping, gt_values: Mapping, weights: Mapping) -> tuple[dict, float]:
+def video_scores(values: Mapping, gt_values: Mapping, weights: Mapping, left_out=()) -> tuple[dict, float]:
     """One video's normalised scores against the GT means, and its Final score (NaN when a
-    weighted metric is NaN): per-video figures, scored as a model's means are."""
-    scores = {m: normalised(values.get(m, math.nan), gt_values[m], m) for m in METRICS}
+    weighted metric is NaN): per-video figures, scored as a model's means are. left_out: the
+    metrics of a partial Final score (NaN scores)."""
+    scores = {m: math.nan if m in left_out else normalised(values.get(m, math.nan), gt_values[m], m)
+              for m in METRICS}
     return scores, final_score(scores, weights)
 
 
@@ -175,11 +181,21 @@ def _canonical_values(row: RawRow) -> dict:
     return values
 
 
-def leaderboard(rows, gt_name: str = "GT", weights=None, allow_mixed: bool = False) -> Leaderboard:
+def partial_warning(left_out) -> str:
+    """What every output of a partial Final score says."""
+    return (f"PARTIAL Final score over {len(METRICS) - len(left_out)} of {len(METRICS)} metrics: "
+            f"{', '.join(left_out)} left out (the GT is zero or NaN on them, so they cannot be normalised); "
+            "NOT comparable with a full THEval Final score")
+
+
+def leaderboard(rows, gt_name: str = "GT", weights=None, allow_mixed: bool = False,
+                partial: bool = False) -> Leaderboard:
     """Score every row against the row named `gt_name`; rank the models by Final score.
 
     When both the GT and a model carry provenance they must have been scored the same way
     (check_compatible); allow_mixed=True turns a refusal into a loud warning on the result.
+    partial=True: a metric the GT cannot normalise (zero or NaN) is left out of the Final score
+    (weight 0, NaN scores) instead of refusing the board; Leaderboard.left_out names them.
     """
     rows = list(rows)
     names = [r.model for r in rows]
@@ -192,13 +208,20 @@ def leaderboard(rows, gt_name: str = "GT", weights=None, allow_mixed: bool = Fal
     gt = rows[names.index(gt_name)]
     gt_values = _canonical_values(gt)
     bad = [m for m in METRICS if _bad_gt(gt_values[m])]
-    if bad:
+    if bad and not partial:
         raise ScoringError(
             f"GT row {gt_name!r} is zero or missing (NaN) for: {', '.join(bad)}; THEval divides "
-            "each metric by its GT value, so these cannot be normalised")
-    weights = parse_weights(weights)
+            "each metric by its GT value, so these cannot be normalised (a partial Final score over the "
+            "other metrics: --partial-score)")
+    if len(bad) == len(METRICS):
+        raise ScoringError(f"GT row {gt_name!r} is zero or missing (NaN) for every metric: nothing to normalise")
+    weights = {**parse_weights(weights), **dict.fromkeys(bad, 0.0)}
+    if sum(weights.values()) <= 0:
+        raise ScoringError(f"every weighted metric is left out of the partial Final score ({', '.join(bad)})")
 
     warnings = [PUBLISHED_GT_WARNING] if is_published(gt.provenance) else []
+    if bad:
+        warnings.append(partial_warning(bad))
     unchecked = []
     scored = []
     for row in rows:
@@ -208,12 +231,12 @@ def leaderboard(rows, gt_name: str = "GT", weights=None, allow_mixed: bool = Fal
                 warnings += _compatibility(gt.provenance, row, allow_mixed)
             elif gt.provenance or row.provenance:
                 unchecked.append(row.model)
-        scores = {m: normalised(values[m], gt_values[m], m) for m in METRICS}
+        scores = {m: math.nan if m in bad else normalised(values[m], gt_values[m], m) for m in METRICS}
         scored.append(ScoredRow(
             model=row.model, scores=scores, groups=group_scores(scores),
             final=final_score(scores, weights), rank=None,
             counts=dict(row.counts) if row.counts is not None else None,
-            is_gt=row is gt, note=_note(scores, weights)))
+            is_gt=row is gt, note="; ".join(filter(None, [_note(scores, weights, bad), _left_out_note(bad)]))))
     if unchecked and not is_published(gt.provenance):
         warnings.append(f"no provenance on both GT and {', '.join(unchecked)}: could not check "
                         "that they were scored with the same profile and backends")
@@ -226,7 +249,7 @@ def leaderboard(rows, gt_name: str = "GT", weights=None, allow_mixed: bool = Fal
     unranked = [r for r in scored if not r.is_gt and math.isnan(r.final)]
     gt_row = [r for r in scored if r.is_gt]
     return Leaderboard(rows=gt_row + ranked + unranked, gt_name=gt_name, gt_values=gt_values,
-                       weights=weights, warnings=warnings)
+                       weights=weights, warnings=warnings, left_out=bad)
 
 
 def _compatibility(gt_provenance, row: RawRow, allow_mixed: bool) -> list[str]:
@@ -240,8 +263,12 @@ def _compatibility(gt_provenance, row: RawRow, allow_mixed: bool) -> list[str]:
                  f"{'; '.join(err.differences)}")]
 
 
-def _note(scores: dict, weights: dict) -> str:
-    missing = [m for m in METRICS if math.isnan(scores[m])]
+def _left_out_note(left_out) -> str:
+    return f"partial Final score: {', '.join(left_out)} left out" if left_out else ""
+
+
+def _note(scores: dict, weights: dict, left_out=()) -> str:
+    missing = [m for m in METRICS if math.isnan(scores[m]) and m not in left_out]
     if not missing:
         return ""
     counted = [m for m in missing if weights[m] > 0]

@@ -1,0 +1,180 @@
+"""A run never ends without its results, and a GT that cannot normalise a metric is refused before
+the work: replayed as a new user would, with `theval evaluate` in this process on a tiny real kit
+(real MediaPipe and Silero, the proxy quality), then the files and the store read back."""
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import av
+import pytest
+from results_schema import validate_results
+
+from theval_mesh.commands.cli import main
+from theval_mesh.core import aggregate
+from theval_mesh.pure.exit_codes import EXIT_NOT_RANKED, EXIT_USAGE
+from theval_mesh.stores.job_store import SqlJobStore
+from theval_mesh.synth import generate_kit
+
+pytestmark = pytest.mark.slow  # a tiny kit, scored a few times inline
+
+PER_VIDEO = ("results.jsonl", "results.csv", "raw_metrics.csv", "results.json")
+NEED_A_BOARD = ("leaderboard.csv", "leaderboard.md", "leaderboard.png", "run.json")
+AUDIO_METRICS = ["Silent lip stability", "Lip sync"]
+
+
+def without_audio(src: Path, dst: Path) -> Path:
+    """The video stream of `src` remuxed alone (no re-encoding): what a frame-extraction script or
+    a generator that writes no sound leaves."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(src)) as given, av.open(str(dst), "w") as out:
+        video = out.add_stream_from_template(given.streams.video[0])
+        for packet in given.demux(given.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = video
+                out.mux(packet)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory):
+    return generate_kit(tmp_path_factory.mktemp("kit"), seed=5, n_clips=2, duration_s=2.0, size=160,
+                        variants=("frozen_mouth",))
+
+
+@pytest.fixture(scope="module")
+def silent(kit, tmp_path_factory):
+    """The kit's GT and model folders again, video only."""
+    root = tmp_path_factory.mktemp("silent")
+    for variant in ("gt", "frozen_mouth"):
+        for video in kit.videos(variant):
+            without_audio(Path(video), root / variant / Path(video).name)
+    return root
+
+
+def evaluate(capsys, gt, model, out, *extra):
+    code = main(["evaluate", "--gt", str(gt), "--model", f"frozen={model}", "--out", str(out), "--inline",
+                 "--quality", "proxy", "--quiet", *extra])
+    return code, capsys.readouterr()
+
+
+def stored(out: Path) -> dict:
+    """(model, file name) -> raw metrics, as the job store holds them."""
+    store = SqlJobStore(out / "results.sqlite")
+    try:
+        (job,) = store.jobs()
+        return {(r.model, Path(r.video).name): r.metrics for r in store.results(job.id)}
+    finally:
+        store.close()
+
+
+def same_as_store(out: Path):
+    """results.jsonl and results.csv hold the store's per-video values, to the last digit."""
+    expected = stored(out)
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {(r["model"], Path(r["video"]).name) for r in lines} == set(expected)
+    for r in lines:
+        for key, value in expected[(r["model"], Path(r["video"]).name)].items():
+            got = r["metrics"][key]
+            assert (got is None and math.isnan(value)) or got == value, (r["video"], key)
+    with open(out / "results.csv") as f:
+        for row in csv.DictReader(f):
+            for key, value in expected[(row["model"], Path(row["video"]).name)].items():
+                assert (row[key] == "" and math.isnan(value)) or float(row[key]) == value
+
+
+def test_a_gt_without_audio_is_refused_before_any_work(kit, silent, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, shown = evaluate(capsys, silent / "gt", kit.dir("frozen_mouth"), out)
+    assert code == EXIT_USAGE
+    (line,) = shown.err.strip().splitlines()
+    assert "has an audio track" in line and "Silent lip stability and Lip sync" in line
+    assert "--partial-score" in line and "add the audio" in line
+    assert not out.exists()  # nothing started: no store, no model loaded for it
+
+
+def test_a_partial_score_is_labelled_on_every_output(kit, silent, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, shown = evaluate(capsys, silent / "gt", kit.dir("frozen_mouth"), out, "--partial-score")
+    assert code in (0, 3), shown.err
+    assert "warning: PARTIAL Final score over 6 of 8 metrics" in shown.out
+    document = json.loads((out / "results.json").read_text())
+    validate_results(document)
+    assert document["left_out"] == AUDIO_METRICS and document["not_ranked"] is None
+    assert any("NOT comparable with a full THEval Final score" in w for w in document["warnings"])
+    frozen = next(e for e in document["leaderboard"] if e["model"] == "frozen")
+    assert frozen["rank"] == 1 and frozen["final"]["value"] is not None
+    assert all(frozen["normalised"][m]["value"] is None for m in AUDIO_METRICS)
+    assert "PARTIAL Final score" in (out / "leaderboard.md").read_text()
+    with open(out / "leaderboard.csv") as f:
+        notes = {row["Model"]: row["Note"] for row in csv.DictReader(f)}
+    assert "partial Final score: Silent lip stability, Lip sync left out" in notes["frozen"]
+    same_as_store(out)
+
+
+def test_a_gt_with_audio_on_some_clips_only_gives_a_full_score(kit, silent, tmp_path, capsys):
+    gt = tmp_path / "gt"
+    gt.mkdir()
+    videos = kit.videos("gt")
+    shutil.copy(videos[0], gt / Path(videos[0]).name)
+    without_audio(Path(videos[1]), gt / Path(videos[1]).name)
+    out = tmp_path / "out"
+    code, shown = evaluate(capsys, gt, kit.dir("frozen_mouth"), out)
+    assert code in (0, 3), shown.err
+    document = json.loads((out / "results.json").read_text())
+    assert document["left_out"] == [] and document["leaderboard"][1]["rank"] == 1
+    assert document["leaderboard"][0]["raw"]["Lip sync"]["videos"] == 1  # the GT's mean over its one track
+
+
+def test_a_model_without_audio_is_scored_and_unranked_with_its_reason(kit, silent, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, shown = evaluate(capsys, kit.dir("gt"), silent / "frozen_mouth", out)
+    assert code == 3, shown.err
+    for name in PER_VIDEO + NEED_A_BOARD:
+        assert (out / name).is_file(), name
+    document = json.loads((out / "results.json").read_text())
+    frozen = next(e for e in document["leaderboard"] if e["model"] == "frozen")
+    assert frozen["rank"] is None and "no video gave a value for Silent lip stability, Lip sync" in frozen["note"]
+    same_as_store(out)
+
+
+def test_a_failure_while_ranking_keeps_the_per_video_results(kit, tmp_path, capsys, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected into the aggregation step")
+    monkeypatch.setattr(aggregate, "ranked", broken)
+    out = tmp_path / "out"
+    code, shown = evaluate(capsys, kit.dir("gt"), kit.dir("frozen_mouth"), out)
+    assert code == EXIT_NOT_RANKED
+    (line,) = shown.err.strip().splitlines()
+    assert line.startswith("error: no leaderboard: forming the leaderboard failed: internal error; see the log")
+    assert "injected" not in line and "not written: leaderboard.csv" in line
+    for name in PER_VIDEO:
+        assert (out / name).is_file(), name
+    for name in NEED_A_BOARD:
+        assert not (out / name).exists(), name
+    document = json.loads((out / "results.json").read_text())
+    validate_results(document)
+    assert document["leaderboard"] == [] and document["not_ranked"].startswith("forming the leaderboard failed")
+    assert document["counts"]["scored"] == 4
+    same_as_store(out)
+
+
+def test_a_gt_whose_face_is_never_found_is_known_after_decoding_and_keeps_the_results(tmp_path, capsys,
+                                                                                      clip_writer):
+    """No face in any GT frame (only decoding can tell): the reference scores lip and eyebrow
+    dynamics 0.0 there, which cannot normalise; the per-video values stay, the rest is refused."""
+    gt, model = tmp_path / "gt", tmp_path / "model"
+    for folder in (gt, model):
+        folder.mkdir()
+        for k in range(2):
+            shutil.move(clip_writer(f"{folder.name}{k}.mp4", frames=12, size=(96, 96), tone=[0.3]),
+                        folder / f"clip_{k}.mp4")
+    out = tmp_path / "out"
+    code, shown = evaluate(capsys, gt, model, out)
+    assert code == EXIT_NOT_RANKED
+    (line,) = shown.err.strip().splitlines()
+    assert "no leaderboard: GT row 'GT' is zero or missing (NaN) for: " in line and "--partial-score" in line
+    assert f"The per-video results are in {out}: results.jsonl, results.csv, raw_metrics.csv, results.json" in line
+    assert not (out / "leaderboard.csv").exists()
+    same_as_store(out)
