@@ -11,8 +11,10 @@ import av
 import pytest
 from results_schema import validate_results
 
+from theval_mesh import write_report
 from theval_mesh.commands.cli import main
 from theval_mesh.core import aggregate
+from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_NOT_RANKED, EXIT_USAGE
 from theval_mesh.stores.job_store import SqlJobStore
 from theval_mesh.synth import generate_kit
@@ -110,6 +112,9 @@ def test_a_partial_score_is_labelled_on_every_output(kit, silent, tmp_path, caps
     with open(out / "leaderboard.csv") as f:
         notes = {row["Model"]: row["Note"] for row in csv.DictReader(f)}
     assert "partial Final score: Silent lip stability, Lip sync left out" in notes["frozen"]
+    report = write_report(out, thumbnails=0, progress=False).read_text()
+    assert "PARTIAL Final score: Silent lip stability, Lip sync left out" in report
+    assert '<tr class="published">' not in report  # never beside the published full scores
     same_as_store(out)
 
 
@@ -157,6 +162,8 @@ def test_a_failure_while_ranking_keeps_the_per_video_results(kit, tmp_path, caps
     validate_results(document)
     assert document["leaderboard"] == [] and document["not_ranked"].startswith("forming the leaderboard failed")
     assert document["counts"]["scored"] == 4
+    with pytest.raises(UserError, match="no leaderboard was formed"):
+        write_report(out, thumbnails=0, progress=False)
     same_as_store(out)
 
 

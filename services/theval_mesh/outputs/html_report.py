@@ -281,15 +281,23 @@ def build_report(results_dir, out=None, thumbnails: int | None = THUMBNAILS_PER_
     import plotly.offline
     results_dir = Path(results_dir)
     doc, videos = _read(results_dir)
-    published = _published_rows()
+    if doc.get("not_ranked"):
+        raise UserError(f"{results_dir}: no leaderboard was formed ({doc['not_ranked']}), so there is no report to "
+                        "write; the per-video values are in results.csv and results.jsonl")
+    # A partial Final score is never set beside the published (full) scores.
+    published = [] if doc.get("left_out") else _published_rows()
     proxies = doc["proxy_quality"]
     entries = [_video_entry(k, r) for k, r in enumerate(videos)]
     shown = _add_thumbnails(entries, thumbnails, progress) if thumbnails != 0 else 0
     figures = {"radar": radar_figure(doc), "dimensions": dimension_figure(doc, published),
                "video": video_figure(proxies)}
     banner = ""
+    if doc.get("left_out"):
+        banner += (f'<p class="proxy">PARTIAL Final score: {html.escape(", ".join(doc["left_out"]))} left out '
+                   "(the GT cannot normalise them); not comparable with a full THEval Final score, so the "
+                   "published leaderboard is not shown beside it.</p>")
     if proxies:
-        banner = (f'<p class="proxy">PROXY: {html.escape(", ".join(proxies))} computed by the training-free '
+        banner += (f'<p class="proxy">PROXY: {html.escape(", ".join(proxies))} computed by the training-free '
                   "proxy, not the paper's models: these columns are labelled (PROXY) wherever they show.</p>")
     values = {
         "TITLE": html.escape(f"THEval report: {results_dir.name}"), "PLOTLY": plotly.offline.get_plotlyjs(),
