@@ -185,3 +185,55 @@ def test_a_gt_whose_face_is_never_found_is_known_after_decoding_and_keeps_the_re
     assert f"The per-video results are in {out}: results.jsonl, results.csv, raw_metrics.csv, results.json" in line
     assert not (out / "leaderboard.csv").exists()
     same_as_store(out)
+
+
+# ---------------------------------------------------------------------- a new user's mistakes
+def refused(capsys, *args):
+    """`theval evaluate ARGS`: (exit code, the one line on stderr); nothing may have been scored."""
+    code = main(["evaluate", *map(str, args), "--inline", "--quality", "proxy", "--quiet"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return code, lines[0]
+
+
+@pytest.mark.parametrize("case", ["wrong gt", "empty gt", "empty model", "no pairing"])
+def test_each_mistake_is_one_line_before_any_work(kit, tmp_path, capsys, case):
+    empty, out = tmp_path / "empty", tmp_path / "out"
+    empty.mkdir()
+    renamed = tmp_path / "renamed"
+    renamed.mkdir()
+    for k, video in enumerate(kit.videos("frozen_mouth")):
+        shutil.copy(video, renamed / f"take_{k}.mp4")
+    gt, model, fix = {
+        "wrong gt": (tmp_path / "no-such-folder", kit.dir("frozen_mouth"), "path not found"),
+        "empty gt": (empty, kit.dir("frozen_mouth"), "no video files"),
+        "empty model": (kit.dir("gt"), empty, "no video files"),
+        "no pairing": (kit.dir("gt"), renamed, "name each generated video after the GT video"),
+    }[case]
+    code, line = refused(capsys, "--gt", gt, "--model", f"m={model}", "--out", out)
+    assert code == EXIT_USAGE and fix in line
+    assert (f"--gt {gt}" if "gt" in case else f"--model m={model}") in line
+    assert not out.exists()  # refused before the store, Ray or a model
+
+
+def test_a_partial_pairing_is_scored_and_stated(kit, tmp_path, capsys):
+    model = tmp_path / "model"
+    model.mkdir()
+    first, second = kit.videos("frozen_mouth")[:2]
+    shutil.copy(first, model / Path(first).name)
+    shutil.copy(second, model / "renamed.mp4")
+    out = tmp_path / "out"
+    code = main(["evaluate", "--gt", str(kit.dir("gt")), "--model", f"m={model}", "--out", str(out), "--inline",
+                 "--quality", "proxy"])
+    err = capsys.readouterr().err
+    assert code in (0, 3)
+    assert "model m: 1 of 2 video(s) pair with a GT video by file name; unpaired: renamed.mp4" in err
+    document = json.loads((out / "results.json").read_text())
+    assert document["pairing"]["m"] == {"videos": 2, "paired": 1, "unpaired": ["renamed.mp4"]}
+    assert "m: 1 of 2 video(s) pair with a GT video" in write_report(out, thumbnails=0, progress=False).read_text()
+
+
+def test_no_model_says_only_the_gt_is_scored(kit, tmp_path, capsys):
+    code = main(["evaluate", "--gt", str(kit.dir("gt")), "--out", str(tmp_path / "out"), "--inline",
+                 "--quality", "proxy"])
+    assert code in (0, 3) and "no model given: only the GT videos are scored" in capsys.readouterr().err

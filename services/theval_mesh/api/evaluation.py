@@ -1,6 +1,5 @@
 """evaluate(): score a GT set and models' videos, rank the models against the GT (what
 `theval evaluate` runs, and what a notebook calls)."""
-import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,9 +9,7 @@ from typing import TYPE_CHECKING, Any
 from theval_mesh.api import dataframes
 from theval_mesh.api.arguments import Models, model_pairs, run_settings
 from theval_mesh.api.reports import MlflowRun, log_to_mlflow, write_report
-from theval_mesh.core import aggregate
 from theval_mesh.core.inputs import plan
-from theval_mesh.core.preflight import check_gt, refuse_unnormalisable
 from theval_mesh.core.results import VideoResult
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.progress import Progress
@@ -69,7 +66,8 @@ class Evaluation:
 def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, settings: RunSettings | None = None,
              workers: int = 1, gt_name: str = "GT", weights: Mapping[str, float] | str | None = None,
              weights_store: str | None = None, progress: bool = True, mesh: str | None = None,
-             inline: bool = False, ray_address: str | None = None, partial_score: bool = False, log_to: str | None = None,
+             inline: bool = False, ray_address: str | None = None, partial_score: bool = False,
+             allow_unpaired: bool = False, log_to: str | None = None,
              mlflow_uri: str | None = None, mlflow_experiment: str = "theval", **options: Any) -> Evaluation:
     """Score the GT videos and each model's, then rank the models against the GT.
 
@@ -89,7 +87,9 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
     reason; a problem that stops the whole run (missing weights for quality="paper", a mesh that
     does not answer) is a UserError. A GT whose headers show it cannot normalise a metric (no
     audio track on any GT video) is an InputsRefused before anything is scored, unless
-    partial_score=True: a Final score over the other metrics, labelled partial everywhere.
+    partial_score=True: a Final score over the other metrics, labelled partial everywhere. Before
+    that, an input with nothing to score, or a model none of whose videos has a GT video's file
+    name (unless allow_unpaired), is an InputsRefused.
     When the videos were scored but no leaderboard can be formed (no GT video scored, a GT metric
     zero or NaN), the per-video files are written and NotRanked is raised, its `results` holding
     every video's result.
@@ -105,6 +105,7 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
     settings = run_settings(settings, options)
     pairs = model_pairs(models)
     run = dict(settings=settings, workers=workers, gt_name=gt_name, weights=weights, partial_score=partial_score,
+               allow_unpaired=allow_unpaired,
                weights_store=weights_store,
                progress=progress, mesh=mesh, inline=inline, ray_address=ray_address)
     if out is not None:
@@ -120,17 +121,16 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
 
 
 def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSettings, workers: int, gt_name: str,
-              weights, partial_score: bool, weights_store, progress: bool, mesh: str | None, inline: bool,
+              weights, partial_score: bool, allow_unpaired: bool, weights_store, progress: bool, mesh: str | None,
+              inline: bool,
               ray_address: str | None) -> Evaluation:
     inputs = [(gt_name, gt)] + models
     items = plan(inputs)
-    # Before any model loads: a GT that cannot normalise a metric stops here (or is announced).
-    notice = refuse_unnormalisable(check_gt([i for i in items if i.model == gt_name], settings.limits), gt_name,
-                                   partial_score)
-    if notice and progress:
-        print(notice, file=sys.stderr)
     # Missing weights or a mesh that does not answer stop the run here, with one clear line.
-    spec = pipeline.new_spec(inputs, settings, quiet=not progress, gt_name=gt_name, workers=workers,
+    # Inputs with nothing to score, models that pair with no GT video and a GT that cannot normalise a
+    # metric stop here too, before any model loads.
+    spec = pipeline.new_spec(inputs, settings, quiet=not progress, items=items, allow_unpaired=allow_unpaired,
+                             gt_name=gt_name, workers=workers,
                              quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address,
                              partial_score=partial_score)
     out.mkdir(parents=True, exist_ok=True)

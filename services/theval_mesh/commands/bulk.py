@@ -12,7 +12,6 @@ from pathlib import Path
 
 from theval_mesh.commands.evaluate import add_log_options, add_run_options, log_run, print_summary, settings_from
 from theval_mesh.core.inputs import parse_model_arg, plan
-from theval_mesh.core.preflight import check_gt, refuse_unnormalisable
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.drivers import drive, last_line, start_driver, summary
 from theval_mesh.jobs.progress import resuming
@@ -105,11 +104,8 @@ def submit(args) -> int:
     inputs = [(args.gt_name, args.gt)] + [parse_model_arg(m) for m in args.model]
     items = plan(inputs)
     settings = settings_from(args)
-    notice = refuse_unnormalisable(check_gt([i for i in items if i.model == args.gt_name], settings.limits),
-                                   args.gt_name, args.partial_score)
-    if notice and not args.quiet:
-        print(notice, file=sys.stderr)
-    spec = pipeline.new_spec(inputs, settings, quiet=args.quiet, gt_name=args.gt_name,
+    spec = pipeline.new_spec(inputs, settings, quiet=args.quiet, items=items, allow_unpaired=args.allow_unpaired,
+                             gt_name=args.gt_name,
                              workers=args.workers, quality_store=args.weights_store, mesh=args.mesh,
                              weights=args.weights, ray_address=args.ray_address, partial_score=args.partial_score)
     store = open_store(args)

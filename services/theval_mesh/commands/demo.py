@@ -34,6 +34,7 @@ def run(args) -> int:
     models = [(v, str(kit_dir / v)) for v in kit.variants]
     evaluation = evaluate(str(kit_dir / "gt"), models, out / "results", settings=settings_from(args),
                           workers=args.workers, weights=args.weights, partial_score=args.partial_score,
+                          allow_unpaired=args.allow_unpaired,
                           weights_store=args.weights_store, progress=not args.quiet)
     print_summary(evaluation.board, evaluation.results, evaluation.paths)
     return EXIT_PARTIAL if partial(evaluation.results) else EXIT_OK

@@ -31,6 +31,9 @@ def add_run_options(p: argparse.ArgumentParser):
                    help="when the GT cannot normalise a metric (e.g. no GT video has audio), form the Final score "
                         "over the other metrics instead of refusing; labelled partial on every output and never "
                         "comparable with a full THEval Final score")
+    p.add_argument("--allow-unpaired", action="store_true",
+                   help="score a model none of whose videos has a GT video's file name (refused by default: a "
+                        "generated video is named after the GT video it was made from)")
     p.add_argument("--weights-store", default=None, metavar="DIR",
                    help="quality model weights directory (default $THEVAL_WEIGHTS or ~/.cache/theval/weights)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -108,7 +111,8 @@ def run(args) -> int:
     settings = settings_from(args)
     models = [parse_model_arg(m) for m in args.model]
     evaluation = evaluate(args.gt, models, args.out, settings=settings, workers=args.workers, gt_name=args.gt_name,
-                          weights=args.weights, partial_score=args.partial_score, weights_store=args.weights_store,
+                          weights=args.weights, partial_score=args.partial_score, allow_unpaired=args.allow_unpaired,
+                          weights_store=args.weights_store,
                           progress=not args.quiet,
                           mesh=args.mesh, inline=args.inline, ray_address=args.ray_address)
     print_summary(evaluation.board, evaluation.results, evaluation.paths)

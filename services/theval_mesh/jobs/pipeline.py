@@ -21,6 +21,7 @@ from collections import deque
 from theval_mesh.backends.native_logs import QUIET
 from theval_mesh.core.incidents import logged_internal
 from theval_mesh.core.inputs import Item
+from theval_mesh.core.preflight import before_work
 from theval_mesh.core.results import FAILED, VideoResult
 from theval_mesh.jobs import job_telemetry
 from theval_mesh.pure.errors import ServiceError, UserError, VideoError
@@ -85,10 +86,17 @@ class ScoringWorker:
         return seq, "ok", VideoResult(model, video, FAILED, reason, settings=self.spec.settings).to_json()
 
 
-def new_spec(inputs, settings: RunSettings, quiet: bool = False, **options) -> JobSpec:
-    """The spec of a job over [(name, path), ...] (the GT first), checked now (check()); the
-    quality notice goes to stderr unless `quiet`."""
+def new_spec(inputs, settings: RunSettings, quiet: bool = False, items=None, allow_unpaired: bool = False,
+             **options) -> JobSpec:
+    """The spec of a job over [(name, path), ...] (the GT first), checked now: its arguments, then
+    the inputs' `items` (core.preflight.before_work: before any model loads), then check(); the
+    lines about the inputs and the quality notice go to stderr unless `quiet`."""
     spec = JobSpec(inputs=[list(i) for i in inputs], settings=settings.key(), **options)
+    if items is not None:
+        for line in before_work([tuple(i) for i in inputs], items, spec.gt_name, settings.limits,
+                                spec.partial_score, allow_unpaired):
+            if not quiet:
+                print(line, file=sys.stderr)
     notice = check(spec)
     if notice and not quiet:
         print(notice, file=sys.stderr)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from theval_mesh.core import aggregate
 from theval_mesh.core.incidents import logged_internal
+from theval_mesh.core.preflight import pairing_of
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.pure import csv_cells
@@ -119,6 +120,7 @@ def results_document(board: Leaderboard | None, rows, results: list[VideoResult]
         "proxy_quality": _proxies(run_info.get("provenance")),
         "warnings": board.warnings if board else [],
         "left_out": board.left_out if board else [],
+        "pairing": run_info.get("pairing", {}),
         "not_ranked": not_ranked,
         "counts": {"videos": len(results), "scored": sum(c["scored"] for c in per_model.values()),
                    "failed": sum(c["failed"] for c in per_model.values()), "per_model": per_model},
@@ -261,8 +263,12 @@ def write_results(out: Path, store, job) -> Written:
     written = [FILES["results_jsonl"], FILES["results_csv"]]
     (out / FILES["results_jsonl"]).write_text("".join(_jsonl_line(r, None) + "\n" for r in results))
     write_results_csv(results, None, out / FILES["results_csv"])
+    gt_videos = [r.video for r in results if r.model == spec.gt_name]
+    pairing = {name: pairing_of(name, [r.video for r in results if r.model == name], gt_videos).to_dict()
+               for name, _ in spec.inputs[1:]}
     run_info = {"job": job.id, "gt": spec.inputs[0][1], "gt_name": spec.gt_name, "models": dict(spec.inputs[1:]),
-                "settings": spec.settings, "workers": spec.workers, "partial_score": spec.partial_score}
+                "settings": spec.settings, "workers": spec.workers, "partial_score": spec.partial_score,
+                "pairing": pairing}
     rows: list[RawRow] = []
     try:
         rows = aggregate.model_rows(results, names)

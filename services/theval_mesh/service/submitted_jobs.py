@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from theval_mesh.backends.media.sources import resolve_uri
 from theval_mesh.core.inputs import plan
+from theval_mesh.core.preflight import before_work
 from theval_mesh.jobs.drivers import last_line, start_driver
 from theval_mesh.pure.errors import NotFound, Overloaded, UserError
 from theval_mesh.pure.settings import RunSettings
@@ -78,18 +79,21 @@ class SubmittedJobs:
 
     def submit(self, inputs: list[list[str]], settings: RunSettings, workers: int, owner: str) -> Job:
         """A new job of the videos of `inputs` (core.inputs.plan), its driver started; `workers` 0
-        means the evaluator's default. Refused over the evaluator's limits of workers and jobs."""
+        means the evaluator's default. Refused over the evaluator's limits of workers and jobs, and
+        (FAILED_PRECONDITION) on inputs the CLI refuses before any work (core.preflight)."""
         workers = workers or self.workers
         if workers > self.max_workers:
             raise Overloaded(f"workers {workers} is over this evaluator's limit of {self.max_workers} "
                              "per job (--max-job-workers)")
         spec = JobSpec(inputs=inputs, settings=settings.key(), gt_name=inputs[0][0], workers=workers,
                        mesh=self.address, ray_address=self.ray_address, owner=owner)
+        self._check_slots()  # before reading the inputs; again under the lock, where it counts
+        items = plan([tuple(i) for i in inputs])
+        before_work([tuple(i) for i in inputs], items, spec.gt_name, settings.limits, partial=False,
+                    allow_unpaired=False, flag="model")
         with self._lock:  # counted and started under the lock: two submits cannot both take the last slot
-            if len(self._drivers) >= self.max_jobs:
-                raise Overloaded(f"{len(self._drivers)} jobs are running, this evaluator's limit (--max-jobs): "
-                                 "submit again when one finishes")
-            job = self.store.create(spec, plan([tuple(i) for i in inputs]))
+            self._check_slots()
+            job = self.store.create(spec, items)
             token = self._issue_token()
             try:
                 driver, log_file = start_driver(self.store.path, job.id, workers, self.ray_address,
@@ -103,6 +107,11 @@ class SubmittedJobs:
         log.info("%s submitted: %d videos, %d workers, driver pid %d (log %s)", job.id, job.total, workers,
                  driver.pid, log_file)
         return self.store.get(job.id)
+
+    def _check_slots(self):
+        if len(self._drivers) >= self.max_jobs:
+            raise Overloaded(f"{len(self._drivers)} jobs are running, this evaluator's limit (--max-jobs): "
+                             "submit again when one finishes")
 
     def _watch(self, job_id: str, driver, log_file, token: str | None = None):
         """Revokes the job's token once its driver exits; a driver that dies before it records an
