@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from theval_mesh.pure.services import BY_NAME, TABLE
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
 OFFICIAL_BASE = "python:3.11-slim-bookworm"
@@ -41,23 +43,29 @@ class Image:
     on_request: bool = False  # an opt-in variant, built only when named
 
 
+def service_image(service: str, **build) -> Image:
+    """The image of a service: its name and extra are its row's in the service table."""
+    row = BY_NAME[service]
+    return Image(row.image, f"theval-mesh[{row.extra}]", **build)
+
+
 IMAGES = {i.name: i for i in (
     # The shared PyTorch runtime, pinned by constraints.txt; with OpenCV's system libraries: pyiqa
     # and the quality proxy import cv2.
     Image("torch", "torch", gl=True),
-    Image("landmarks", "theval-mesh[landmarks]", gl=True),
-    Image("headpose", "theval-mesh[headpose]"),
+    service_image("landmarks", gl=True),
+    service_image("headpose"),
     # The head-pose service that can serve FaceXFormer (--headpose facexformer): torch on the shared
     # runtime. Opt-in (`./dev images headpose-facexformer`): the default headpose image stays small.
     Image("headpose-facexformer", "theval-mesh[facexformer]", parent="torch", on_request=True),
-    Image("quality", "theval-mesh[quality]", parent="torch"),
-    Image("audio", "theval-mesh[audio]", parent="torch"),
-    Image("evaluator", "theval-mesh[evaluator]"),
+    service_image("quality", parent="torch"),
+    service_image("audio", parent="torch"),
+    service_image("evaluator"),
     Image("triton", "theval-mesh[triton]", parent="torch", files=("triton_models",)),
     Image("worker", "theval-mesh[worker]", parent="torch"),
     Image("triton-gpu", "theval-mesh[triton]", files=("triton_models",), own_base=True),
 )}
-SERVICE_IMAGES = ("landmarks", "headpose", "quality", "audio", "evaluator")
+SERVICE_IMAGES = tuple(s.image for s in TABLE)
 # The Debian packages of the offline bases: what python:3.11-slim-bookworm has, plus what the
 # Dockerfiles would install from Debian on it (libGL and GLib for OpenCV).
 BASE_PACKAGES = ("python3.11", "python3-venv", "libpython3.11", "ca-certificates")
