@@ -1,6 +1,7 @@
-"""docker/: every Dockerfile is hadolint-clean and shaped as the images need (multi-stage, non-root,
-health check, labels); the compose file takes its ports from mesh.env and only settings the code
-declares. No engine needed: the images themselves are tested in tests/integration/test_containers.py."""
+"""docker/: the service images' Dockerfiles are what their templates make (scripts/dockerfiles.py);
+every Dockerfile is hadolint-clean and shaped as the images need (multi-stage, non-root, health
+check, labels); the compose file takes its ports from mesh.env and only settings the code declares.
+No engine needed: the images themselves are tested in tests/integration/test_containers.py."""
 import re
 import shutil
 import subprocess
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from container_support import containers, images
+from container_support import containers, images, load_script
 
 from theval_mesh.rpc.config import OPTIONS
 
@@ -20,6 +21,15 @@ HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadoli
 
 def test_every_image_has_its_dockerfile_and_no_dockerfile_is_unbuilt():
     assert {p.name.removesuffix(".Dockerfile") for p in DOCKERFILES} >= set(images.IMAGES)
+
+
+def test_the_service_dockerfiles_are_made_from_their_templates():
+    made = load_script("dockerfiles").generated()
+    assert {p.name.removesuffix(".Dockerfile") for p in made} >= set(images.SERVICE_IMAGES)
+    for path, text in made.items():
+        assert path.read_text() == text, (f"docker/{path.name} is not what its template makes: edit docker/templates/ "
+                                          "or the image's row in scripts/images.py instead, then run "
+                                          "python scripts/dockerfiles.py")
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
