@@ -15,7 +15,8 @@ from theval_mesh.rpc import config
 from theval_mesh.rpc.launcher import ServiceProcess, stop_all
 from theval_mesh.rpc.security import own_security
 
-STOP_ORDER = ("evaluator",) + DEPENDENCIES  # the evaluator first, so its calls can finish
+LEAVES = tuple(s for s in SERVICES if s != "evaluator")  # started first: the evaluator may call them
+STOP_ORDER = ("evaluator",) + LEAVES  # the evaluator first, so its calls can finish
 EVALUATOR_PORT, EVALUATOR_METRICS_PORT = BY_NAME["evaluator"].port, BY_NAME["evaluator"].metrics_port
 
 
@@ -132,9 +133,9 @@ def run(args) -> int:
     try:
         if args.triton:
             _start_triton(args, procs)
-        for d in DEPENDENCIES:  # started together: each takes seconds to import its models
+        for d in LEAVES:  # started together: each takes seconds to import its models
             procs[d] = ServiceProcess(d, _flags(args, d), echo=_echo, security=security).spawn(0, 0)
-        for d in DEPENDENCIES:
+        for d in LEAVES:
             procs[d].wait_listening()
         deps = [f for d in DEPENDENCIES for f in (f"--{d}-addr", procs[d].address)]
         procs["evaluator"] = ServiceProcess("evaluator", _flags(args, "evaluator") + deps, echo=_echo,
