@@ -1,12 +1,13 @@
-"""The mesh's services, one row each: the only place their names and facts are typed.
+"""The mesh's services, one row each: the one place their names and facts are declared.
 
 Read by the server runtime (rpc/config.py: which service takes which option; service/main.py: what
-each serves), the local launcher (`theval mesh up`), the image builds (scripts/images.py), the
-compose mesh (scripts/containers.py) and the Kubernetes helpers (scripts/k8s.py). Files that cannot
-import Python keep copies, each checked row by row against this table by a unit test: the ports of
-docker/mesh.env and the services of docker/compose.yaml (tests/unit/test_service_table.py), the
-Deployments, Services and addresses of k8s/ (tests/unit/test_k8s_manifests.py). docs/adding-a-service.md
-says what else a new row needs.
+each serves), the local launcher (`theval mesh up`), the image builds (scripts/images.py, and the
+Dockerfiles made by scripts/dockerfiles.py), the compose mesh (scripts/containers.py) and the
+Kubernetes helpers (scripts/k8s.py). Files that cannot import Python keep copies, each checked row
+by row against this table by a unit test: the ports of docker/mesh.env and the services of
+docker/compose.yaml (tests/unit/test_service_table.py), the Deployments, Services, addresses and
+image tags of k8s/ (tests/unit/test_k8s_manifests.py), one .proto per service
+(tests/unit/test_mesh_protos.py). docs/adding-a-service.md says what a new row needs.
 """
 from dataclasses import dataclass
 
