@@ -5,10 +5,11 @@ import statistics
 import sys
 from pathlib import Path
 
+from theval_mesh.pure.services import SERVICES
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from service_imports import measure  # noqa: E402
 
-SERVICES = ("landmarks", "headpose", "quality", "audio", "evaluator")
 HEAVY = ("torch", "ray", "pyiqa", "mediapipe", "cv2", "matplotlib", "tritonclient", "onnxruntime")
 REPEATS = 3
 

@@ -1,9 +1,10 @@
 # The audio service: Silero VAD and loudness.
+# Made by `python scripts/dockerfiles.py` from docker/templates/service-on-torch.template and the
+# image's row in scripts/images.py: edit those, not this file.
 # The build context is made by `./dev images` (scripts/images.py): wheels/ holds exactly the
 # third-party wheels this image installs beyond the torch runtime, project/ the project's own
 # wheel, both from the wheelhouse built on the host with constraints.txt; the build runs with
-# --network none. The
-# dependencies' layers stay cached while only the project's code changes.
+# --network none. The dependencies' layers stay cached while only the project's code changes.
 # The PyTorch runtime (torch.Dockerfile on the same BASE), shared with the other torch images.
 ARG TORCH=theval/torch:latest
 

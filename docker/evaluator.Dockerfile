@@ -1,4 +1,6 @@
 # The evaluator: composes the services into the 8 metrics and the Final Score; bulk jobs on Ray.
+# Made by `python scripts/dockerfiles.py` from docker/templates/service.template and the
+# image's row in scripts/images.py: edit those, not this file.
 # The build context is made by `./dev images` (scripts/images.py): wheels/ holds exactly the
 # third-party wheels this image installs, project/ the project's own wheel, both from the
 # wheelhouse built on the host with constraints.txt; the build runs with --network none. The

@@ -2,11 +2,12 @@
 # only when named (`./dev images headpose-facexformer`): docker/headpose.Dockerfile stays the small
 # default, the rigid fit without torch. Run it with THEVAL_HEADPOSE=facexformer, THEVAL_WEIGHTS (a
 # store holding model.pt and retinaface.h5) and THEVAL_ALLOWED_ROOTS (it reads the videos).
+# Made by `python scripts/dockerfiles.py` from docker/templates/service-on-torch.template and the
+# image's row in scripts/images.py: edit those, not this file.
 # The build context is made by `./dev images` (scripts/images.py): wheels/ holds exactly the
 # third-party wheels this image installs beyond the torch runtime, project/ the project's own
 # wheel, both from the wheelhouse built on the host with constraints.txt; the build runs with
-# --network none. The
-# dependencies' layers stay cached while only the project's code changes.
+# --network none. The dependencies' layers stay cached while only the project's code changes.
 # The PyTorch runtime (torch.Dockerfile on the same BASE), shared with the other torch images.
 ARG TORCH=theval/torch:latest
 

@@ -1,4 +1,6 @@
 # The landmarks service: MediaPipe FaceMesh over a video's frames (no torch).
+# Made by `python scripts/dockerfiles.py` from docker/templates/service.template and the
+# image's row in scripts/images.py: edit those, not this file.
 # The build context is made by `./dev images` (scripts/images.py): wheels/ holds exactly the
 # third-party wheels this image installs, project/ the project's own wheel, both from the
 # wheelhouse built on the host with constraints.txt; the build runs with --network none. The
@@ -14,8 +16,8 @@ RUN /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps --prefix /tm
  && PYTHONPATH=/tmp/project/lib/python3.11/site-packages /opt/theval/bin/pip check
 
 FROM ${BASE}
-# OpenCV (a MediaPipe dependency) loads libGL and GLib: in the project's own base already,
-# installed from Debian on the official python image.
+# OpenCV loads libGL and GLib: in the project's own base already, installed from Debian on the
+# official python image.
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # hadolint ignore=DL3008
 RUN if ! ldconfig -p | grep -q libGL.so.1; then \

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from theval_mesh.rpc.config import SERVICES
+from theval_mesh.pure.services import SERVICES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -77,13 +77,19 @@ def compose_command() -> list[str]:
                      "`apt-get install docker-compose`")
 
 
-def settings(overrides: dict | None = None) -> dict:
-    """mesh.env, then the caller's environment, then `overrides` (what compose will substitute)."""
+def mesh_env() -> dict:
+    """docker/mesh.env's settings, as the file has them."""
     values = {}
     for line in (DOCKER / "mesh.env").read_text().splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
             key, _, value = line.partition("=")
             values[key.strip()] = value.strip()
+    return values
+
+
+def settings(overrides: dict | None = None) -> dict:
+    """mesh.env, then the caller's environment, then `overrides` (what compose will substitute)."""
+    values = mesh_env()
     values.update({k: os.environ[k] for k in values if k in os.environ})
     values.update(overrides or {})
     return values

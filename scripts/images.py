@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from theval_mesh.pure.services import BY_NAME, TABLE
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
 OFFICIAL_BASE = "python:3.11-slim-bookworm"
@@ -39,25 +41,47 @@ class Image:
     files: tuple = ()         # project folders copied into the context
     own_base: bool = False    # keeps its Dockerfile's BASE (NVIDIA's), built only when named
     on_request: bool = False  # an opt-in variant, built only when named
+    # A service's image: its Dockerfile is made from a template by scripts/dockerfiles.py.
+    service: str | None = None  # the service its entrypoint runs
+    summary: str = ""           # what it serves: its description label and first comment line
+    notes: str = ""             # more of its Dockerfile's first comment
+    health_start_s: int = 0     # its health check's start period: how long its models may take to load
+
+
+def service_image(service: str, **build) -> Image:
+    """The image of a service: its name and extra are its row's in the service table."""
+    row = BY_NAME[service]
+    return Image(row.image, f"theval-mesh[{row.extra}]", service=service, **build)
 
 
 IMAGES = {i.name: i for i in (
     # The shared PyTorch runtime, pinned by constraints.txt; with OpenCV's system libraries: pyiqa
     # and the quality proxy import cv2.
     Image("torch", "torch", gl=True),
-    Image("landmarks", "theval-mesh[landmarks]", gl=True),
-    Image("headpose", "theval-mesh[headpose]"),
+    service_image("landmarks", gl=True, health_start_s=120,
+                  summary="The landmarks service: MediaPipe FaceMesh over a video's frames (no torch)."),
+    service_image("headpose", health_start_s=60,
+                  summary="The head-pose service: angles from the landmarks (numpy only)."),
     # The head-pose service that can serve FaceXFormer (--headpose facexformer): torch on the shared
     # runtime. Opt-in (`./dev images headpose-facexformer`): the default headpose image stays small.
-    Image("headpose-facexformer", "theval-mesh[facexformer]", parent="torch", on_request=True),
-    Image("quality", "theval-mesh[quality]", parent="torch"),
-    Image("audio", "theval-mesh[audio]", parent="torch"),
-    Image("evaluator", "theval-mesh[evaluator]"),
+    Image("headpose-facexformer", "theval-mesh[facexformer]", parent="torch", on_request=True, service="headpose",
+          health_start_s=120,
+          summary="The head-pose service with FaceXFormer and retina-face (opt-in: --headpose facexformer).",
+          notes="Built only when named (`./dev images headpose-facexformer`): docker/headpose.Dockerfile stays the "
+                "small default, the rigid fit without torch. Run it with THEVAL_HEADPOSE=facexformer, THEVAL_WEIGHTS "
+                "(a store holding model.pt and retinaface.h5) and THEVAL_ALLOWED_ROOTS (it reads the videos)."),
+    service_image("quality", parent="torch", health_start_s=300,
+                  summary="The quality service: IQA/IAA models with pyiqa (or the labelled training-free proxy)."),
+    service_image("audio", parent="torch", health_start_s=120,
+                  summary="The audio service: Silero VAD and loudness."),
+    service_image("evaluator", health_start_s=60,
+                  summary="The evaluator: composes the services into the 8 metrics and the Final Score; bulk jobs "
+                          "on Ray."),
     Image("triton", "theval-mesh[triton]", parent="torch", files=("triton_models",)),
     Image("worker", "theval-mesh[worker]", parent="torch"),
     Image("triton-gpu", "theval-mesh[triton]", files=("triton_models",), own_base=True),
 )}
-SERVICE_IMAGES = ("landmarks", "headpose", "quality", "audio", "evaluator")
+SERVICE_IMAGES = tuple(s.image for s in TABLE)
 # The Debian packages of the offline bases: what python:3.11-slim-bookworm has, plus what the
 # Dockerfiles would install from Debian on it (libGL and GLib for OpenCV).
 BASE_PACKAGES = ("python3.11", "python3-venv", "libpython3.11", "ca-certificates")

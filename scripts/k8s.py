@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from theval_mesh.pure.services import SERVICES
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import containers  # noqa: E402  (scripts/)
 
@@ -28,7 +30,7 @@ OVERLAYS = ("dev", "gpu")
 STORE_FILES = ("store-url", "store-password")  # overlays whose evaluator keeps its store in PostgreSQL
 # Verified TLS against the system's CAs (a managed database); the host is the one line to change.
 STORE_URL = "postgresql://theval@postgres.example.internal:5432/theval?sslmode=verify-full&sslrootcert=system"
-IDENTITIES = containers.SERVICES + ("triton",)  # the servers of TLS, each with its own key and certificate
+IDENTITIES = SERVICES + ("triton",)  # the servers of TLS, each with its own key and certificate
 
 
 def namespace() -> str:

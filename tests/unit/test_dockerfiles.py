@@ -1,6 +1,7 @@
-"""docker/: every Dockerfile is hadolint-clean and shaped as the images need (multi-stage, non-root,
-health check, labels); the compose file takes its ports from mesh.env and only settings the code
-declares. No engine needed: the images themselves are tested in tests/integration/test_containers.py."""
+"""docker/: the service images' Dockerfiles are what their templates make (scripts/dockerfiles.py);
+every Dockerfile is hadolint-clean and shaped as the images need (multi-stage, non-root, health
+check, labels); the compose file takes its ports from mesh.env and only settings the code declares.
+No engine needed: the images themselves are tested in tests/integration/test_containers.py."""
 import re
 import shutil
 import subprocess
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from container_support import containers, images
+from container_support import containers, images, load_script
 
-from theval_mesh.rpc.config import DEPENDENCIES, OPTIONS
+from theval_mesh.rpc.config import OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = sorted((ROOT / "docker").glob("*.Dockerfile"))
@@ -20,6 +21,15 @@ HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadoli
 
 def test_every_image_has_its_dockerfile_and_no_dockerfile_is_unbuilt():
     assert {p.name.removesuffix(".Dockerfile") for p in DOCKERFILES} >= set(images.IMAGES)
+
+
+def test_the_service_dockerfiles_are_made_from_their_templates():
+    made = load_script("dockerfiles").generated()
+    assert {p.name.removesuffix(".Dockerfile") for p in made} >= set(images.SERVICE_IMAGES)
+    for path, text in made.items():
+        assert path.read_text() == text, (f"docker/{path.name} is not what its template makes: edit docker/templates/ "
+                                          "or the image's row in scripts/images.py instead, then run "
+                                          "python scripts/dockerfiles.py")
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
@@ -63,7 +73,6 @@ def test_compose_ports_come_from_mesh_env_and_settings_from_the_code(tmp_path, m
         assert f"{service.upper()}_PORT" in defined and f"{service.upper()}_METRICS_PORT" in defined
     known = {o.env for o in OPTIONS} | {"OPENBLAS_CORETYPE"}  # numpy's BLAS kernel (mesh.env)
     for name, spec in compose["services"].items():
-        assert spec["image"] == f"theval/{name}:${{THEVAL_VERSION}}"
         assert spec["read_only"] is True and spec["network_mode"] == "host" and spec["tmpfs"] == ["/tmp"]
         assert spec["cap_drop"] == ["ALL"] and spec["restart"] == "unless-stopped"
         env = spec["environment"]
@@ -76,8 +85,4 @@ def test_compose_ports_come_from_mesh_env_and_settings_from_the_code(tmp_path, m
         # its own folder of the secrets alone: its key, its certificate, the CA's (the evaluator: and the tokens)
         secrets = [m for m in spec["volumes"] if m.startswith("${THEVAL_SECRETS}")]
         assert secrets == [f"${{THEVAL_SECRETS}}/{name}:/run/secrets/theval:ro"], secrets
-    # The evaluator reaches each service by its name, the one its certificate holds (TLS checks it).
-    evaluator = compose["services"]["evaluator"]
-    for d in DEPENDENCIES:
-        assert evaluator["environment"][f"THEVAL_{d.upper()}_ADDR"] == f"{d}:${{{d.upper()}_PORT}}"
-    assert sorted(evaluator["extra_hosts"]) == sorted(f"{d}:127.0.0.1" for d in DEPENDENCIES)
+    # Its services, images, ports and addresses are the service table's: test_service_table.py.

@@ -24,9 +24,10 @@ from k8s_support import (RENDERED, Network, Pod, containers_of, crd_schemas, env
 from metric_names import exported_series, metric_names
 
 from theval_mesh.commands.cli import build_parser
+from theval_mesh.pure.services import BY_NAME, DEPENDENCIES, SERVICES, TABLE
 from theval_mesh.pure.version import VERSION
 from theval_mesh.rpc import probe
-from theval_mesh.rpc.config import DEPENDENCIES, OPTIONS, SERVICES
+from theval_mesh.rpc.config import OPTIONS
 from theval_mesh.rpc.security import is_loopback
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,8 +159,8 @@ def declared_env() -> set:
 
 def service_of(container: dict) -> str | None:
     """The mesh server a container runs (its image's entrypoint), if any."""
-    name = container["image"].split(":")[0].removeprefix("theval/")
-    return name if name in SERVICES and "command" not in container else None
+    image = container["image"].split(":")[0].removeprefix("theval/")
+    return None if "command" in container else {s.image: s.name for s in TABLE}.get(image)
 
 
 def test_env_variables_and_ports_are_the_codes(rendered):
@@ -211,6 +212,41 @@ def test_services_and_addresses_point_at_ports_that_exist(rendered):
             host, port = address.rsplit(":", 1)
             grpc = {p["port"] for p in services[host]["spec"]["ports"] if p["name"] == "grpc"}
             assert grpc == {int(port)}, (name, key, address)
+
+
+def test_each_service_is_deployed_as_its_row_of_the_service_table_says(rendered):
+    """The manifests keep copies of the service table (services/theval_mesh/pure/services.py): each
+    row's Deployment and Service (k8s/base/NAME.yaml) with its image and ports, the addresses of the
+    services it calls (k8s/base/settings.env), its image's tag (k8s/base/kustomization.yaml)."""
+    def disagree(where, what, found, row, want):
+        return (f"{where}: {what} is {found!r}, but the {row} row of the service table "
+                f"(services/theval_mesh/pure/services.py) says {want!r}: change one of them to match the other")
+
+    for name in ("dev", "gpu"):
+        objs = rendered[name]
+        deployments = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Deployment"}
+        services = services_by_name(objs)
+        served = {service_of(c) for o in deployments.values() for _, _, c in containers_of(o)} - {None}
+        assert served == set(SERVICES), disagree(f"k8s/ ({name})", "the services deployed", sorted(served), "every",
+                                                 sorted(SERVICES))
+        for s in TABLE:
+            where = f"k8s/base/{s.name}.yaml ({name} overlay)"
+            assert s.name in deployments and s.name in services, f"{where}: no Deployment and Service {s.name}"
+            (c,) = [c for c in deployments[s.name]["spec"]["template"]["spec"]["containers"] if c["name"] == s.name]
+            assert service_of(c) == s.name, disagree(where, "the image", c["image"], s.name, f"theval/{s.image}")
+            env, ports = env_of(c, objs), {p["name"]: p["containerPort"] for p in c["ports"]}
+            for port, variable, want in (("grpc", "THEVAL_PORT", s.port), ("metrics", "THEVAL_METRICS_PORT",
+                                                                          s.metrics_port)):
+                assert ports.get(port) == want, disagree(where, f"containerPort {port}", ports.get(port), s.name, want)
+                assert env.get(variable) == str(want), disagree(where, variable, env.get(variable), s.name, str(want))
+                found = {p["port"] for p in services[s.name]["spec"]["ports"] if p["name"] == port}
+                assert found == {want}, disagree(where, f"the Service's {port} port", found, s.name, {want})
+            for d in s.depends_on:
+                key, want = f"THEVAL_{d.upper()}_ADDR", f"{d}:{BY_NAME[d].port}"
+                assert env.get(key) == want, disagree("k8s/base/settings.env", key, env.get(key), d, want)
+    tagged = {i["name"] for i in yaml.safe_load((ROOT / "k8s" / "base" / "kustomization.yaml").read_text())["images"]}
+    for s in TABLE:
+        assert f"theval/{s.image}" in tagged, f"k8s/base/kustomization.yaml: no tag for theval/{s.image} ({s.name})"
 
 
 def test_commands_and_flags_exist(rendered):

@@ -10,18 +10,20 @@ from pathlib import Path
 
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_ERROR
+from theval_mesh.pure.services import BY_NAME, DEPENDENCIES, SERVICES
 from theval_mesh.rpc import config
 from theval_mesh.rpc.launcher import ServiceProcess, stop_all
 from theval_mesh.rpc.security import own_security
 
-STOP_ORDER = ("evaluator",) + config.DEPENDENCIES  # the evaluator first, so its calls can finish
-EVALUATOR_PORT, EVALUATOR_METRICS_PORT = 50051, 9464
+LEAVES = tuple(s for s in SERVICES if s != "evaluator")  # started first: the evaluator may call them
+STOP_ORDER = ("evaluator",) + LEAVES  # the evaluator first, so its calls can finish
+EVALUATOR_PORT, EVALUATOR_METRICS_PORT = BY_NAME["evaluator"].port, BY_NAME["evaluator"].metrics_port
 
 
 def register(sub):
     p = sub.add_parser("mesh", help="run the gRPC metric mesh on this machine",
-                       description="`theval mesh up` starts the landmarks, headpose, quality, audio and "
-                                   "evaluator services, each as its own process on loopback ports, and "
+                       description=f"`theval mesh up` starts the {', '.join(SERVICES[:-1])} and {SERVICES[-1]} "
+                                   "services, each as its own process on loopback ports, and "
                                    "prints their addresses. Ctrl-C stops them all.")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     up = actions.add_parser("up", help="start every service; Ctrl-C stops them")
@@ -81,10 +83,10 @@ def _flags(args, service: str) -> list[str]:
 def _check(args) -> dict:
     """Validate every service's settings before starting anything; {service: Config}."""
     configs = {}
-    for service in config.SERVICES:
+    for service in SERVICES:
         probe = argparse.Namespace(**vars(args))
         probe.port = probe.metrics_port = 0
-        for d in config.DEPENDENCIES:
+        for d in DEPENDENCIES:
             setattr(probe, f"{d}_addr", "127.0.0.1:1")  # known once they run
         configs[service] = config.load(service, probe)
     return configs
@@ -131,11 +133,11 @@ def run(args) -> int:
     try:
         if args.triton:
             _start_triton(args, procs)
-        for d in config.DEPENDENCIES:  # started together: each takes seconds to import its models
+        for d in LEAVES:  # started together: each takes seconds to import its models
             procs[d] = ServiceProcess(d, _flags(args, d), echo=_echo, security=security).spawn(0, 0)
-        for d in config.DEPENDENCIES:
+        for d in LEAVES:
             procs[d].wait_listening()
-        deps = [f for d in config.DEPENDENCIES for f in (f"--{d}-addr", procs[d].address)]
+        deps = [f for d in DEPENDENCIES for f in (f"--{d}-addr", procs[d].address)]
         procs["evaluator"] = ServiceProcess("evaluator", _flags(args, "evaluator") + deps, echo=_echo,
                                             security=security).start(args.port, args.metrics_port)
         print("theval mesh: waiting for the models to load ...", flush=True)

@@ -1,1 +1,2 @@
-"""Layer 1, pure: the metric math, the Final Score, run settings and errors. No I/O, no gRPC, no Ray."""
+"""Layer 1, pure: the metric math, the Final Score, run settings, the table of the mesh's services and
+errors. No I/O, no gRPC, no Ray."""

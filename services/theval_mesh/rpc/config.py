@@ -12,18 +12,16 @@ from pathlib import Path
 
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.limits import Limits
+from theval_mesh.pure.services import DEPENDENCIES, SERVICES, TABLE
 from theval_mesh.pure.settings import LIMIT_SETTINGS, SETTINGS, RunSettings, Setting
 from theval_mesh.pure.store_location import is_server
 from theval_mesh.rpc.security import ClientSecurity, Tokens, is_loopback, is_wildcard
 
-DEPENDENCIES = ("landmarks", "headpose", "quality", "audio")  # what the evaluator calls
-SERVICES = DEPENDENCIES + ("evaluator",)
-# Services that decode videos (their size limits apply). The head-pose service decodes only with
-# FaceXFormer (EstimateVideo): a rigid-fit one reads no video, so its roots stay optional.
-READS_VIDEOS = ("landmarks", "headpose", "quality", "audio", "evaluator")
-NEEDS_ROOTS = tuple(s for s in READS_VIDEOS if s != "headpose")
-ON_TRITON = ("quality", "audio", "headpose")  # services whose models can run on Triton
-WEIGHTS = ("quality", "headpose")  # services that load weights from the store
+# Which services take an option, from their rows in the service table (pure/services.py).
+READS_VIDEOS = tuple(s.name for s in TABLE if s.reads_videos)  # their size limits apply
+NEEDS_ROOTS = tuple(s.name for s in TABLE if s.roots_required)
+ON_TRITON = tuple(s.name for s in TABLE if s.on_triton)  # services whose models can run on Triton
+WEIGHTS = tuple(s.name for s in TABLE if s.weights)  # services that load weights from the store
 BACKENDS = ("inprocess", "triton")
 MIB = 1024 ** 2
 
@@ -45,19 +43,20 @@ class Option:
         return "--" + self.dest.replace("_", "-")
 
 
-# Which services take a setting of pure.settings (default: the evaluator alone). The quality service
-# loads the models of its profile and quality mode at start-up, the head-pose service its estimator
-# (its largest Estimate request is the landmarks of the longest video: the duration limit bounds it).
-SETTING_SERVICES = {"profile": ("quality", "evaluator"), "quality": ("quality", "evaluator"),
-                    "headpose": ("headpose", "evaluator"),
-                    "max_side_px": READS_VIDEOS, "max_duration_s": READS_VIDEOS}
+# Which services take a setting of pure.settings: a run setting the evaluator and the services that
+# load their models by it at start-up (the table's `settings`); a size limit every service that reads
+# videos (the head-pose service's largest Estimate request is the landmarks of the longest video: the
+# duration limit bounds it).
+SETTING_SERVICES = {**{s.name: tuple(r.name for r in TABLE if s.name in r.settings) + ("evaluator",)
+                       for s in SETTINGS},
+                    **{s.name: READS_VIDEOS for s in LIMIT_SETTINGS}}
 RUN_SETTINGS_HELP = ("what a request that leaves a setting unset gets (the quality service loads the models of "
                      "its profile and quality mode at start-up, the head-pose service its estimator)")
 
 
 def _from_setting(s: Setting, run_setting: bool) -> Option:
-    return Option(s.name, s.env, s.help, s.kind, s.default, SETTING_SERVICES.get(s.name, ("evaluator",)),
-                  choices=s.choices, run_setting=run_setting)
+    return Option(s.name, s.env, s.help, s.kind, s.default, SETTING_SERVICES[s.name], choices=s.choices,
+                  run_setting=run_setting)
 
 
 OPTIONS = (

@@ -5,17 +5,12 @@ import argparse
 import importlib
 import sys
 
+from theval_mesh.pure.services import TABLE
 from theval_mesh.rpc import config
 from theval_mesh.rpc.server import serve, setup_logging
 
 # Imported by name, only the one served: a landmarks process loads neither torch nor Ray.
-SERVICE_MODULES = {
-    "landmarks": "theval_mesh.rpc.servicers.landmarks",
-    "headpose": "theval_mesh.rpc.servicers.headpose",
-    "quality": "theval_mesh.rpc.servicers.quality",
-    "audio": "theval_mesh.rpc.servicers.audio",
-    "evaluator": "theval_mesh.service.evaluator",
-}
+SERVICE_MODULES = {s.name: s.module for s in TABLE}
 DESCRIPTION = ("Run one mesh service: gRPC with health and reflection, and Prometheus /metrics. Every option "
                "can also be set by its THEVAL_* variable.")
 
