@@ -35,7 +35,7 @@ def test_evaluate_writes_every_file_and_resumes(tiny_kit, tmp_path):
     assert first.returncode == 0, first.stderr
     assert "frozen" in first.stdout and "Final" in first.stdout
     for name in ("results.jsonl", "results.csv", "raw_metrics.csv", "leaderboard.csv", "leaderboard.md",
-                 "leaderboard.png", "run.json", "results.json"):
+                 "leaderboard.png", "leaderboard.svg", "leaderboard.tex", "run.json", "results.json"):
         assert (out / name).stat().st_size > 0, name
     with open(out / "raw_metrics.csv") as f:
         header = next(csv.reader(f))

@@ -122,7 +122,7 @@ def test_the_heat_map_labels_the_proxy_and_every_cell_reads(tmp_path):
     labels = [t.get_text() for t in heat.get_xticklabels()]
     assert [lab.endswith("(PROXY)") for lab in labels] == [True, True, True] + [False] * 5
     assert bars.get_title() == "Final score (95% CI)"
-    cmap = matplotlib.colormaps["RdYlGn"]
+    cmap = matplotlib.colormaps[results_files.HEAT_MAP]
     for value in np.linspace(0, 1, 101):  # WCAG AA for small text: contrast 4.5
         cell = cmap(value)
         assert _contrast(to_rgb(results_files._ink(cell)), cell) >= 4.5, value

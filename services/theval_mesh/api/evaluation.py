@@ -2,7 +2,7 @@
 `theval evaluate` runs, and what a notebook calls)."""
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.progress import Progress
 from theval_mesh.outputs import results_files
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.scoring import tables
 from theval_mesh.pure.scoring.final_score import Leaderboard
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.stores.job_store import SqlJobStore
@@ -42,6 +43,18 @@ class LeaderboardRow:
     normalised_ci: dict[str, tuple[float, float]] = field(default_factory=dict)
     raw_ci: dict[str, tuple[float, float]] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        """Short, for a notebook: rank, model, Final score (its interval), groups; to_dict() has all."""
+        ci = f" [{self.final_ci[0]:.4f}, {self.final_ci[1]:.4f}]" if self.final_ci else ""
+        groups = ", ".join(f"{g}={v:.4f}" for g, v in self.groups.items())
+        rank = "GT" if self.is_gt else self.rank
+        return (f"LeaderboardRow(rank={rank!r}, model={self.model!r}, final={self.final:.4f}{ci}, {groups}"
+                + (f", note={self.note!r}" if self.note else "") + ")")
+
+    def to_dict(self) -> dict:
+        """Every field as plain Python values (intervals as (low, high) tuples)."""
+        return asdict(self)
+
 
 @dataclass
 class Evaluation:
@@ -55,6 +68,12 @@ class Evaluation:
     @property
     def warnings(self) -> list[str]:
         return self.board.warnings
+
+    def to_latex(self, decimals: int = 3) -> str:
+        """The leaderboard as a booktabs LaTeX table, what leaderboard.tex holds (with `out`,
+        paths["leaderboard_tex"]; the plot as SVG: paths["plot_svg"]): each cell the mean and the
+        half-width of its 95 % interval, the best model per column in bold."""
+        return tables.leaderboard_latex(self.board, decimals)
 
     def to_pandas(self) -> tuple["pandas.DataFrame", "pandas.DataFrame"]:
         """(results, leaderboard) as pandas DataFrames: one row per video (raw metrics by key), and

@@ -2,6 +2,7 @@
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import PurePath
 
 from theval_mesh.pure.scoring.names import KEYS
 
@@ -53,6 +54,22 @@ class VideoResult:
     drift: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        """Short, for a notebook: the model, the video's file name, the status (and reason), the
+        8 metrics rounded, the frames used; the series and other big fields are left out (all of
+        it: to_dict())."""
+        metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, (int, float)) else f"{k}={v!r}"
+                            for k, v in self.metrics.items())
+        reason = self.reason if self.reason is None or len(self.reason) <= 80 else self.reason[:77] + "..."
+        return (f"VideoResult(model={self.model!r}, video={PurePath(self.video).name!r}, status={self.status!r}"
+                + (f", reason={reason!r}" if reason else "")
+                + f", metrics={{{metrics}}}, frames={self.frames_used}/{self.frames_total})")
+
+    def to_dict(self) -> dict:
+        """Every field as plain Python values (a deep copy, NaN kept); to_json() is it as JSON,
+        NaN as null."""
+        return asdict(self)
 
     def to_json(self) -> str:
         return json.dumps(json_safe(asdict(self)), sort_keys=True, allow_nan=False)

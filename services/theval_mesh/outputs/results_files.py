@@ -1,6 +1,7 @@
 """The files an evaluation writes: per-video results (with each video's normalised scores), the
-raw table, the leaderboard, results.json (the leaderboard with its confidence intervals, settings,
-provenance and counts; schema in data/results.schema.json), a plot."""
+raw table, the leaderboard (CSV with the interval bounds, Markdown, booktabs LaTeX), results.json
+(the leaderboard with its confidence intervals, settings, provenance and counts; schema in
+data/results.schema.json), a plot (PNG at 300 dpi, and SVG)."""
 import json
 import math
 import time
@@ -28,7 +29,11 @@ RESULTS_DB = "results.sqlite"  # the job store of `theval evaluate`: every resul
 # What write_all writes: name -> file in the results folder.
 FILES = {"results_jsonl": RESULTS_JSONL, "results_csv": "results.csv", "raw_metrics": "raw_metrics.csv",
          "leaderboard_csv": "leaderboard.csv", "leaderboard_md": "leaderboard.md", "plot": "leaderboard.png",
-         "run": "run.json", "results_json": "results.json"}
+         "run": "run.json", "results_json": "results.json", "leaderboard_tex": "leaderboard.tex",
+         "plot_svg": "leaderboard.svg"}
+PLOT_DPI = 300  # leaderboard.png at print resolution; leaderboard.svg beside it scales without loss
+BAR_COLOUR = "#0072B2"  # Okabe-Ito blue: the Final-score bars
+HEAT_MAP = "cividis"  # perceptually uniform, readable with any colour vision deficiency
 
 
 def _video_scores(r: VideoResult, board: Leaderboard | None) -> tuple[dict, float]:
@@ -167,16 +172,32 @@ def _ink(rgba) -> str:
     return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.18 else "white"
 
 
-def plot_leaderboard(board: Leaderboard, path: Path, proxies=()):
+def write_leaderboard_tex(board: Leaderboard, path: Path) -> None:
+    """leaderboard.tex: the booktabs table of tables.leaderboard_latex."""
+    Path(path).write_text(tables.leaderboard_latex(board), encoding="utf-8")
+
+
+def plot_leaderboard(board: Leaderboard, path: Path, proxies=(), svg: Path | None = None):
+    """leaderboard.png at PLOT_DPI, and the same figure as `svg` when given."""
     import matplotlib.pyplot as plt
     fig = leaderboard_figure(board, proxies)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=PLOT_DPI)
+    if svg is not None:
+        fig.savefig(svg, format="svg")
     plt.close(fig)
 
 
+def _scale(values) -> tuple[float, float]:
+    """The colour scale of the heat map: from the lowest score (below 0 when a model is further
+    from the GT than the GT's own value: the scores are not clamped) or 0, to 1 (like the GT)."""
+    finite = [v for v in values if math.isfinite(v)]
+    return min([0.0, *finite]), max([1.0, *finite])
+
+
 def leaderboard_figure(board: Leaderboard, proxies=()):
-    """Normalised scores per model and metric as a heat map, with the Final score (and its
-    interval) beside it; the columns a proxy computed are labelled so."""
+    """Normalised scores per model and metric as a heat map (HEAT_MAP, its scale covering every
+    score), with the Final score (and its interval) beside it; the columns a proxy computed are
+    labelled so."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -186,19 +207,21 @@ def leaderboard_figure(board: Leaderboard, proxies=()):
     grid = np.array([[r.scores.get(m, math.nan) for m in METRICS] for r in rows])
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 1.6 + 0.45 * len(rows)),
                                  gridspec_kw={"width_ratios": [4, 1]})
-    cmap = matplotlib.colormaps["RdYlGn"]
-    im = ax.imshow(grid, cmap=cmap, vmin=0, vmax=1, aspect="auto")
+    cmap = matplotlib.colormaps[HEAT_MAP]
+    vmin, vmax = _scale(grid.ravel())
+    norm = matplotlib.colors.Normalize(vmin=vmin, vmax=vmax)
+    im = ax.imshow(grid, cmap=cmap, norm=norm, aspect="auto")
     labels = [f"{m}\n(PROXY)" if m in proxies else m for m in METRICS]
     ax.set_xticks(range(len(METRICS)), labels, rotation=30, ha="right", fontsize=8)
     for tick, metric in zip(ax.get_xticklabels(), METRICS):
         if metric in proxies:
-            tick.set_color("tab:purple")
+            tick.set_color("#CC79A7")  # Okabe-Ito reddish purple
     ax.set_yticks(range(len(rows)), [r.model for r in rows], fontsize=8)
     for i in range(grid.shape[0]):
         for j in range(grid.shape[1]):
             if not math.isnan(grid[i, j]):
                 ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                        color=_ink(cmap(min(max(grid[i, j], 0.0), 1.0))))
+                        color=_ink(cmap(norm(grid[i, j]))))
     title = "normalised score per metric (1 = like GT)"
     if proxies:
         title += f"; PROXY: {', '.join(proxies)} from the training-free proxy, not the paper's models"
@@ -209,15 +232,19 @@ def leaderboard_figure(board: Leaderboard, proxies=()):
     low = np.array([ci[r.model][0] if r.model in ci else math.nan for r in rows])
     high = np.array([ci[r.model][1] if r.model in ci else math.nan for r in rows])
     errors = np.nan_to_num(np.array([finals - low, high - finals]), nan=0.0).clip(min=0)
-    bx.barh(range(len(rows)), finals, color="tab:blue", xerr=errors if ci else None, ecolor="black", capsize=2)
+    bx.barh(range(len(rows)), finals, color=BAR_COLOUR, xerr=errors if ci else None, ecolor="black", capsize=2)
+    left, right = _scale(np.concatenate([finals, low, high]))  # every bar and every interval
+    pad = 0.2 * (right - left)  # room for the value beside the bar
     for i, f in enumerate(finals):
         if not math.isnan(f):
-            bx.text(max(f if math.isnan(high[i]) else high[i], 0) + 0.01, i, f"{f:.3f}", va="center", fontsize=7)
+            bx.text(max(f if math.isnan(high[i]) else high[i], 0) + 0.02 * (right - left), i, f"{f:.3f}",
+                    va="center", fontsize=7)
     bx.set_yticks(range(len(rows)), [])
     bx.invert_yaxis()
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    finite = finals[np.isfinite(finals)]
-    bx.set_xlim(min(0, finite.min() if finite.size else 0), 1.15)
+    bx.set_xlim(left - (0.05 * (right - left) if left < 0 else 0), right + pad)
+    if left < 0:
+        bx.axvline(0, color="black", linewidth=0.6)
     level = f" ({board.uncertainty.level:.0%} CI)" if board.uncertainty else ""
     bx.set_title(f"Final score{level}", fontsize=9)
     fig.tight_layout()
@@ -235,7 +262,8 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
     scored = next((r for r in results if r.provenance), None)
     top = f"{headline(scored.provenance)}\n\n" if scored else ""
     paths["leaderboard_md"].write_text(top + tables.leaderboard_markdown(board))
-    plot_leaderboard(board, paths["plot"], _proxies(run_info.get("provenance")))
+    write_leaderboard_tex(board, paths["leaderboard_tex"])
+    plot_leaderboard(board, paths["plot"], _proxies(run_info.get("provenance")), svg=paths["plot_svg"])
     paths["run"].write_text(json.dumps(run_info, indent=2, sort_keys=True, default=str))
     document = results_document(board, rows, results, run_info)
     paths["results_json"].write_text(json.dumps(document, indent=1, sort_keys=True, allow_nan=False, default=str))

@@ -11,7 +11,7 @@ from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring.alignment import WinRate, format_p, win_rates
 from theval_mesh.pure.scoring.final_score import final_score, group_scores
 from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS, canonical_metric
-from theval_mesh.pure.scoring.tables import published_human_correlation
+from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, published_human_correlation
 
 RESULTS_JSON = "results.json"
 PAIRWISE_COLUMNS = ("model_a", "model_b", "preferred")
@@ -97,9 +97,11 @@ def _number(text):
 
 
 def _score_columns(rows: list[dict], names: list[str]) -> list[str]:
-    """Columns whose every cell is a number (or empty), other than ranks, counts and notes."""
+    """Columns whose every cell is a number (or empty), other than ranks, counts, notes and the
+    bounds of the intervals (leaderboard.csv's "<name> CI low" / "<name> CI high")."""
     return [c for c in names
             if c.strip().lower() not in NOT_SCORES and not c.startswith(COUNT_PREFIX)
+            and not c.endswith((CI_LOW, CI_HIGH))
             and all(_number(r[c]) is not None for r in rows)]
 
 

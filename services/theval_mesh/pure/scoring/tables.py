@@ -16,6 +16,7 @@ from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow
 from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS, canonical_metric
 
 COUNT_PREFIX = "n:"  # count columns "n:<metric>" come after the 8 metrics
+CI_LOW, CI_HIGH = " CI low", " CI high"  # leaderboard.csv's interval columns: "<name> CI low", after "Note"
 DATA_PACKAGE = "theval_mesh"
 SHORT = {  # terminal column headers
     **{m.name: m.short for m in REGISTRY},
@@ -175,19 +176,39 @@ def _rank(row) -> str:
     return "GT" if row.is_gt else ("-" if row.rank is None else str(row.rank))
 
 
+def _intervals(board: Leaderboard, row) -> dict:
+    """name (metric, group, FINAL) -> (low, high) of a row's bootstrap intervals; only the
+    intervals the board has, for a model row (the GT's normalised scores are 1 by definition)."""
+    ci = board.uncertainty.rows.get(row.model) if board.uncertainty is not None and not row.is_gt else None
+    if ci is None:
+        return {}
+    return {**ci.normalised, **ci.groups, **({FINAL: ci.final} if ci.final is not None else {})}
+
+
+def ci_columns() -> list[str]:
+    """leaderboard.csv's interval columns, after "Note": "<name> CI low", "<name> CI high" for the
+    8 normalised scores, the 3 groups and the Final score."""
+    return [name + end for name in (*METRICS, *GROUPS, FINAL) for end in (CI_LOW, CI_HIGH)]
+
+
 def write_leaderboard_csv(board: Leaderboard, path, decimals: int = 4) -> None:
-    """Rank, Model, 8 normalised scores, 3 groups, Final score, "n:<metric>" counts, Note."""
+    """Rank, Model, 8 normalised scores, 3 groups, Final score, "n:<metric>" counts, Note, then
+    the bounds of each score's bootstrap interval (ci_columns; blank for the GT row and where there
+    is no interval)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv_cells.Writer(f)
         writer.writerow(["Rank", "Model", *METRICS, *GROUPS, FINAL,
-                         *(COUNT_PREFIX + m for m in METRICS), "Note"])
+                         *(COUNT_PREFIX + m for m in METRICS), "Note", *ci_columns()])
         for row in board.rows:
             counts = row.counts or {}
             rank = "" if row.rank is None else str(row.rank)  # numeric column: blank when unranked
+            intervals = _intervals(board, row)
+            bounds = [_fmt(bound, decimals, "") for name in (*METRICS, *GROUPS, FINAL)
+                      for bound in intervals.get(name, (math.nan, math.nan))]
             writer.writerow([rank, row.model, *_columns(row, decimals, "nan"),
                              *(str(counts[m]) if m in counts else "" for m in METRICS),
-                             "ground truth" if row.is_gt else row.note])
+                             "ground truth" if row.is_gt else row.note, *bounds])
 
 
 def _weights_line(board: Leaderboard) -> str:
@@ -250,3 +271,73 @@ def format_leaderboard_text(board: Leaderboard, decimals: int = 4) -> str:
     out += [f"note: {r.model}: {r.note}" for r in board.rows if r.note]
     out += [f"WARNING: {w}" for w in board.warnings]
     return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------ LaTeX
+LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                 "<": r"\textless{}", ">": r"\textgreater{}", "\n": " ", "\r": " ", "\t": " "}
+UP = r"$\uparrow$"  # normalised scores, groups and the Final score: higher is better (1 = like the GT)
+
+
+def latex_escape(text: str) -> str:
+    """Text as LaTeX prints it literally (model names: "a_b & c" -> "a\\_b \\& c")."""
+    return "".join(LATEX_SPECIAL.get(c, c) for c in str(text))
+
+
+def _tex_number(value: float, decimals: int) -> str:
+    text = f"{value:.{decimals}f}"
+    return "$-$" + text[1:] if text.startswith("-") else text  # a minus sign, not a hyphen
+
+
+def leaderboard_latex(board: Leaderboard, decimals: int = 3) -> str:
+    """The leaderboard as a booktabs LaTeX tabular (needs only \\usepackage{booktabs}): one row per
+    model, the GT first as a reference line; the 8 normalised scores, the 3 groups and the Final
+    score, each cell "mean $\\pm$ half-width" of its bootstrap interval (half-width = (high - low)/2;
+    the percentile interval is asymmetric in general, leaderboard.csv and results.json hold both
+    bounds), the best ranked model per column in bold, "--" where there is no value."""
+    names = [*METRICS, *GROUPS, FINAL]
+    ranked = [r for r in board.rows if not r.is_gt and r.rank is not None]
+
+    def value(row, name):
+        return row.final if name == FINAL else row.groups[name] if name in GROUPS else row.scores[name]
+
+    best = {}
+    for name in names:
+        shown = [round(value(r, name), decimals) for r in ranked if not math.isnan(value(r, name))]
+        best[name] = max(shown) if shown else None
+
+    def cell(row, name, intervals):
+        v = value(row, name)
+        if math.isnan(v):
+            return "--"
+        text = _tex_number(v, decimals)
+        low, high = intervals.get(name, (math.nan, math.nan))
+        if not (math.isnan(low) or math.isnan(high)):
+            text += r" $\pm$ " + _tex_number((high - low) / 2, decimals)
+        bold = not row.is_gt and row.rank is not None and round(v, decimals) == best[name]
+        return rf"\textbf{{{text}}}" if bold else text
+
+    b = board.uncertainty
+    lines = ["% THEval leaderboard (theval evaluate). Needs \\usepackage{booktabs}.",
+             ("% Normalised scores 1 - |x - GT| / |GT| (1 = like the GT, not clamped: may be below 0), "
+              "their group means and the Final score; higher is better."),
+             (f"% Each cell: mean $\\pm$ half-width of its {b.level:.0%} percentile bootstrap interval over "
+              f"videos ({b.resamples} resamples, seed {b.seed}); half-width = (high - low) / 2. The interval is "
+              "asymmetric in general: leaderboard.csv and results.json give both bounds."
+              if b is not None else "% No bootstrap intervals: each cell is the mean."),
+             "% Bold: the best ranked model per column; --: no value."]
+    lines += [f"% {line}" for line in [_weights_line(board)] if line]
+    lines += [f"% WARNING: {' '.join(w.split())}" for w in board.warnings]
+    header = ["Rank", "Model"] + [f"{latex_escape(n)} {UP}" for n in names]
+    lines += [r"\begin{tabular}{rl" + "c" * len(names) + "}", r"\toprule", " & ".join(header) + r" \\",
+              r"\midrule"]
+    gt_rows = [r for r in board.rows if r.is_gt]
+    for row in board.rows:
+        intervals = _intervals(board, row)
+        cells = [_rank(row).replace("-", "--"), latex_escape(row.model), *(cell(row, n, intervals) for n in names)]
+        lines.append(" & ".join(cells) + r" \\")
+        if row.is_gt and row is gt_rows[-1] and len(board.rows) > len(gt_rows):
+            lines.append(r"\midrule")  # the GT: a reference line above the models
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
