@@ -237,3 +237,53 @@ def test_no_model_says_only_the_gt_is_scored(kit, tmp_path, capsys):
     code = main(["evaluate", "--gt", str(kit.dir("gt")), "--out", str(tmp_path / "out"), "--inline",
                  "--quality", "proxy"])
     assert code in (0, 3) and "no model given: only the GT videos are scored" in capsys.readouterr().err
+
+
+def test_a_rerun_with_other_settings_says_what_changed(kit, tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["evaluate", "--gt", str(kit.dir("gt")), "--model", f"m={kit.dir('frozen_mouth')}", "--out", str(out),
+            "--inline", "--quality", "proxy"]
+    assert main(args) in (0, 3)
+    capsys.readouterr()
+    assert main(args + ["--frame-stride", "2"]) in (0, 3)
+    err = capsys.readouterr().err
+    assert ("settings changed since an earlier run (frame_stride 1 -> 2): 4 video(s) scored then are scored again"
+            in err)
+    assert main(args) in (0, 3)  # back to the first settings: reused, nothing said about a change
+    err = capsys.readouterr().err
+    assert "settings changed" not in err and "4 video(s) already scored with these settings are reused" in err
+
+
+def test_the_commands_bulk_prints_work_as_pasted(kit, tmp_path):
+    """`theval bulk submit --store S` in the background prints what to run next; each line, pasted as
+    printed in the folder it ran in, works on that store."""
+    import shlex
+    import subprocess
+    import sys
+    import time
+    theval = str(Path(sys.executable).parent / "theval")
+
+    def run(line):
+        argv = shlex.split(line)
+        assert argv[0] == "theval"
+        return subprocess.run([theval, *argv[1:]], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    store = tmp_path / "my store.sqlite"
+    submitted = run(f"theval bulk submit --store {shlex.quote(str(store))} --gt {kit.dir('gt')} "
+                    f"--model m={kit.dir('frozen_mouth')} --quality proxy --workers 1")
+    assert submitted.returncode == 0, submitted.stderr
+    printed = submitted.stdout.strip().splitlines()[-1].split("    ")
+    status, results = (line.strip() for line in printed)
+    assert "--store" in status and "--store" in results
+    for _ in range(300):
+        shown = run(status)
+        assert shown.returncode == 0, shown.stderr
+        if " done:" in shown.stdout:
+            break
+        time.sleep(1)
+    written = run(results)
+    assert written.returncode in (0, 3), written.stderr
+    job = status.split()[3]
+    assert (tmp_path / f"results-{job}" / "leaderboard.csv").is_file()
+    again = run(f"theval bulk resume {job} --store {shlex.quote(str(store))}")
+    assert again.returncode == 0 and "is done" in again.stdout
+    assert run(again.stdout.strip().split("; ", 1)[1]).returncode in (0, 3)

@@ -1,5 +1,6 @@
 """evaluate(): score a GT set and models' videos, rank the models against the GT (what
 `theval evaluate` runs, and what a notebook calls)."""
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -12,7 +13,7 @@ from theval_mesh.api.reports import MlflowRun, log_to_mlflow, write_report
 from theval_mesh.core.inputs import plan
 from theval_mesh.core.results import VideoResult
 from theval_mesh.jobs import pipeline
-from theval_mesh.jobs.progress import Progress
+from theval_mesh.jobs.progress import Progress, settings_changed
 from theval_mesh.outputs import results_files
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring import tables
@@ -155,6 +156,9 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
     out.mkdir(parents=True, exist_ok=True)
     store = SqlJobStore(out / results_files.RESULTS_DB)
     try:
+        for line in settings_changed(store.scored_otherwise(items, spec.settings_key()), spec.settings):
+            if progress:
+                print(line, file=sys.stderr)
         job = store.create(spec, items)
         shown = Progress(job, enabled=progress, frames=inline)
         try:

@@ -5,6 +5,7 @@ background; the driver commits each result as it finishes, so `status` can repor
 store at any time, a crash loses only the videos in flight, and `resume` goes on from there.
 """
 import json
+import shlex
 import os
 import sys
 import time
@@ -14,7 +15,7 @@ from theval_mesh.commands.evaluate import add_log_options, add_run_options, log_
 from theval_mesh.core.inputs import parse_model_arg, plan
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.drivers import drive, last_line, start_driver, summary
-from theval_mesh.jobs.progress import resuming
+from theval_mesh.jobs.progress import resuming, settings_changed
 from theval_mesh.outputs.results_files import write_results
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
@@ -109,6 +110,8 @@ def submit(args) -> int:
                              workers=args.workers, quality_store=args.weights_store, mesh=args.mesh,
                              weights=args.weights, ray_address=args.ray_address, partial_score=args.partial_score)
     store = open_store(args)
+    for line in settings_changed(store.scored_otherwise(items, spec.settings_key()), spec.settings):
+        print(line, file=sys.stderr)
     job = store.create(spec, items)
     print(f"{job.id}: {job.total} videos", flush=True)
     return _drive(args, store, job.id)
@@ -121,12 +124,19 @@ def resume(args) -> int:
     if why:
         raise UserError(why)
     if job.state == "done" and not job.failed:
-        print(f"{job.id} is done: {job.done} scored; `theval bulk results {job.id} --out DIR`")
+        print(f"{job.id} is done: {job.done} scored; {command(args, 'results', job.id)}")
         return EXIT_OK
     line = resuming(job)  # a done job with failures: they are scored again
     if line:
         print(f"{job.id}: {line}", flush=True)
     return _drive(args, store, job.id)
+
+
+def command(args, action: str, job_id: str) -> str:
+    """A follow-up command to print, as it can be pasted: with the store it was given."""
+    store = f" --store {shlex.quote(args.store)}" if getattr(args, "store", None) else ""
+    out = f" --out {shlex.quote(f'results-{job_id}')}" if action == "results" else ""
+    return f"theval bulk {action} {job_id}{store}{out}"
 
 
 def _drive(args, store, job_id: str) -> int:
@@ -141,13 +151,13 @@ def _drive(args, store, job_id: str) -> int:
             raise UserError(f"the driver of {job_id} did not start ({last_line(log)}); log: {log}")
         time.sleep(0.2)
     print(f"{job_id}: running in the background (driver pid {driver.pid}, log {log})\n"
-          f"  theval bulk status {job_id}    theval bulk results {job_id} --out DIR")
+          f"  {command(args, 'status', job_id)}    {command(args, 'results', job_id)}")
     return EXIT_OK
 
 
 def _run_here(store, job_id: str, args) -> int:
     return drive(store, job_id, args.workers, args.ray_address, args.metrics_port,
-                 progress=sys.stderr.isatty() or bool(getattr(args, "wait", False)))
+                 progress=sys.stderr.isatty() or bool(getattr(args, "wait", False)), store_arg=args.store)
 
 
 def run(args) -> int:
@@ -180,7 +190,7 @@ def status(args) -> int:
     if args.json:
         print(json.dumps(job_json(job), indent=1))
         return EXIT_OK
-    print(summary(job))
+    print(summary(job, args.store))
     if job.state == "running":
         print(f"  driver {job.driver}, heartbeat {_ago(job.heartbeat)}")
         print(f"  rate {job.rate * 60:.1f} videos/min, ETA {_eta(job.eta_s)}")
@@ -194,8 +204,9 @@ def results(args) -> int:
     store = open_store(args)
     job = store.get(args.id)
     if job.remaining:
-        print(f"warning: {job.id} is {job.state} with {job.remaining} video(s) not scored yet: the leaderboard "
-              "covers the scored ones", file=sys.stderr)
+        print(f"warning: {job.id} is {job.state}: {job.done + job.failed} of {job.total} video(s) done, "
+              f"{job.failed} failed so far, {job.remaining} not scored yet: the results cover the scored ones",
+              file=sys.stderr)
     written = write_results(Path(args.out), store, job)
     print_summary(written.board, written.results, written.paths)
     log_run(args, args.out)

@@ -9,6 +9,7 @@ its output to a log beside the job store file (or in the temporary folder), and 
 """
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -47,19 +48,20 @@ def last_line(log: Path) -> str:
     return lines[-1] if lines else "no output"
 
 
-def summary(job) -> str:
-    """A job's state in a few lines, with what to do next."""
+def summary(job, store_arg: str | None = None) -> str:
+    """A job's state in a few lines, with what to do next (store_arg: the --store it was given)."""
     line = (f"{job.id} {job.state}: {job.total} videos, {job.done} done, {job.failed} failed, "
             f"{job.remaining} remaining")
     if job.error:
         line += f"\n  error: {job.error}"
     if job.state == "interrupted":
-        line += f"\n  resume with: theval bulk resume {job.id}"
+        store = f" --store {shlex.quote(store_arg)}" if store_arg else ""
+        line += f"\n  resume with: theval bulk resume {job.id}{store}"
     return line
 
 
 def drive(store, job_id: str, workers: int | None = None, ray_address: str | None = None,
-          metrics_port: int | None = None, progress: bool = False) -> int:
+          metrics_port: int | None = None, progress: bool = False, store_arg: str | None = None) -> int:
     """Run the job to its end in this process (on Ray); returns the exit code."""
     # Imported here: the evaluator imports this module to start drivers, not to be one.
     from theval_mesh.jobs import pipeline
@@ -77,7 +79,7 @@ def drive(store, job_id: str, workers: int | None = None, ray_address: str | Non
         job = pipeline.run_ray(store, job_id, workers, ray_address or job.spec.ray_address, on_result=shown)
     finally:
         shown.close()
-    print(summary(job), flush=True)
+    print(summary(job, store_arg), flush=True)
     return EXIT_OK if job.state == "done" and not job.failed else EXIT_PARTIAL if job.state == "done" else EXIT_ERROR
 
 

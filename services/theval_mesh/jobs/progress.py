@@ -1,10 +1,24 @@
 """What a running job shows: a videos bar (and a frames bar inline), one line per failed video or
 warning, and what a resumed run reuses."""
+import json
 import sys
 
 from tqdm import tqdm
 
 from theval_mesh.core.results import FAILED, VideoResult
+
+
+def settings_changed(scored_otherwise: dict[str, int], settings: dict) -> list[str]:
+    """One line per earlier settings under which some of these videos were scored (and are scored
+    again now): which settings changed, and how many videos (JobStore.scored_otherwise)."""
+    lines = []
+    for key, count in scored_otherwise.items():
+        before = json.loads(key)
+        changes = [f"{name} {before.get(name)!r} -> {settings.get(name)!r}"
+                   for name in sorted(set(before) | set(settings)) if before.get(name) != settings.get(name)]
+        lines.append(f"settings changed since an earlier run ({', '.join(changes)}): {count} video(s) scored then "
+                     "are scored again with these settings; results of different settings are never mixed")
+    return lines
 
 
 def resuming(job) -> str | None:

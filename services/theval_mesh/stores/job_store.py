@@ -241,6 +241,18 @@ class SqlJobStore:
     def jobs(self) -> list[Job]:
         return [self.get(j) for (j,) in self._query("SELECT id FROM jobs ORDER BY created")]
 
+    def scored_otherwise(self, items: Iterable[Item], settings_key: str) -> dict[str, int]:
+        """Of `items`, those with a result under other settings only (so scored again now): the
+        other settings' key -> how many."""
+        wanted = {(i.model, i.video) for i in items}
+        have = set(self._query("SELECT model, video FROM results WHERE settings_key=?", (settings_key,)))
+        counts: dict[str, int] = {}
+        for key, model, video in self._query("SELECT settings_key, model, video FROM results WHERE settings_key<>?",
+                                             (settings_key,)):
+            if (model, video) in wanted and (model, video) not in have:
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
     # ------------------------------------------------------------------ items and results
     def pending(self, job_id: str, after: int = -1, limit: int = PAGE) -> list[tuple[int, Item]]:
         """Up to `limit` items after seq `after` with no ok result, in order: a video that failed
