@@ -1,5 +1,5 @@
 """The table of commands/extras.py against pyproject.toml's extras, and the CLI with every module of an
-extra missing (the base install in this process; tests/integration/test_install.py installs the
+extra missing (the base install in this process; tests/e2e/test_install.py installs the
 wheel in a clean virtualenv)."""
 import importlib.metadata as md
 import re
