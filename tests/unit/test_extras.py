@@ -91,9 +91,9 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def base_cli(*args):
+def base_cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-c", BASE, ",".join(MODULE_EXTRAS), *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def test_help_and_version_need_no_extra():
@@ -108,8 +108,7 @@ def test_help_and_version_need_no_extra():
 ])
 def test_a_command_without_its_extra_fails_in_one_line(args, extra, hint, tmp_path):
     (tmp_path / "gt").mkdir()
-    done = subprocess.run([sys.executable, "-c", BASE, ",".join(MODULE_EXTRAS), *args],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = base_cli(*args, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith(f"error: theval {args[0]} needs the '{extra}' extra"), done.stderr
