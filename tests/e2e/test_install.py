@@ -3,6 +3,7 @@ base dependencies only (pinned by constraints.txt; pip fetches them from PyPI wh
 cache, as `./dev setup` does). The CLI answers --help and --version, and a command whose extra is not
 installed fails in one line naming it."""
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,12 @@ def run(*args, **kwargs):
 @pytest.fixture(scope="module")
 def base_venv(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("install")
-    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", ROOT, "-w", tmp)
+    # a copy of what the wheel is built from: no stale build/ or egg-info, nothing written into the checkout
+    source = tmp / "source"
+    shutil.copytree(ROOT / "services", source / "services", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", source, "-w", tmp)
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp.glob("theval_mesh-*.whl")
     venv = tmp / "venv"
