@@ -36,6 +36,7 @@ COMMAND_EXTRAS = {
     "legacy": "landmarks,quality",
     "mesh": "worker,evaluator",
     "triton": "triton",
+    "weights": "quality,facexformer",  # `stand-in` builds the networks (status, verify, fetch: the base)
 }
 
 
