@@ -3,8 +3,9 @@ import argparse
 import importlib
 import sys
 
+from theval_mesh.commands.extras import missing_extra
 from theval_mesh.pure.errors import UserError
-from theval_mesh.pure.exit_codes import EXIT_INTERRUPTED, EXIT_OK
+from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from theval_mesh.pure.version import VERSION
 
 # module name under theval_mesh.commands -> registered there with register(subparsers)
@@ -29,9 +30,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     first = argv[0] if argv else None
-    args = build_parser(first if first in COMMANDS or first == VERSION_FLAG else None).parse_args(argv)
+    command = first if first in COMMANDS else None
+    args = None
     try:
+        args = build_parser(first if command or first == VERSION_FLAG else None).parse_args(argv)
         return int(args.func(args) or EXIT_OK)
+    except ModuleNotFoundError as err:  # an extra not installed (the base install has none)
+        line = missing_extra(err, command, getattr(args, "service", None))
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("\ninterrupted: finished results are on disk; run the same command again to resume",
               file=sys.stderr)

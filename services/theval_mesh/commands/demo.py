@@ -5,7 +5,6 @@ from pathlib import Path
 from theval_mesh.api.evaluation import evaluate
 from theval_mesh.commands.evaluate import add_run_options, partial, print_summary, settings_from
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
-from theval_mesh.synth import generate_kit, load_kit
 
 
 def register(sub):
@@ -23,6 +22,8 @@ def register(sub):
 
 
 def run(args) -> int:
+    from theval_mesh.synth import generate_kit, load_kit  # OpenCV and MediaPipe (extras) only when it runs
+
     out = Path(args.out)
     kit_dir = out / "kit"
     kit = load_kit(kit_dir, seed=args.seed, n_clips=args.clips, duration_s=args.duration, size=args.size)
