@@ -68,9 +68,13 @@ def test_bad_inputs_fail_alone_and_exit_partial(tiny_kit, tmp_path):
     for clip in tiny_kit.videos("frozen_mouth"):
         shutil.copy(clip, mixed / Path(clip).name)
     bad = write_bad_inputs(mixed)
+    # A wrong path in a list fails alone (a whole input with nothing to score is refused before any
+    # work: tests/e2e/test_results_always_written.py).
+    listed = tmp_path / "gone.txt"
+    listed.write_text(f"{tiny_kit.videos('frozen_mouth')[0]}\n{tmp_path / 'does-not-exist'}\n")
     out = tmp_path / "out"
     run = theval("evaluate", "--gt", tiny_kit.dir("gt"), "--model", f"mixed={mixed}",
-                 "--model", f"gone={tmp_path / 'does-not-exist'}", "--out", out, "--quality", "proxy", "--quiet")
+                 "--model", f"gone={listed}", "--out", out, "--quality", "proxy", "--quiet")
     assert run.returncode == 3, run.stdout + run.stderr  # partial
     rows = {Path(r["video"]).name: r for r in csv.DictReader(open(out / "results.csv"))}
     for clip in tiny_kit.videos("frozen_mouth"):
