@@ -67,7 +67,7 @@ def videos(tmp_path_factory):
     bad = write_bad_inputs(root / "bad", size=128, duration_s=2.0)
     broken = root / "broken"
     broken.mkdir()
-    shutil.copy(kit.video("clip_00", "static_head"), broken / "a.mp4")
+    shutil.copy(kit.video("clip_00", "static_head"), broken / "clip_00.mp4")  # named after its GT clip: it pairs
     shutil.copy(bad["corrupt"], broken / "b.mp4")
     shutil.copy(bad["no_face"], broken / "c.mp4")
     return {"root": root, "gt": kit.dir("gt"), "static": kit.dir("static_head"), "broken": broken}
