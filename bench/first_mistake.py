@@ -12,9 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import av
-
 from theval_mesh.synth import generate_kit
+from theval_mesh.synth.mp4 import without_audio
 
 THEVAL = str(Path(sys.executable).parent / "theval")
 
@@ -26,16 +25,6 @@ def timed(*args) -> tuple[float, int]:
     return time.perf_counter() - start, run.returncode
 
 
-def video_only(src: Path, dst: Path):
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(src)) as given, av.open(str(dst), "w") as out:
-        stream = out.add_stream_from_template(given.streams.video[0])
-        for packet in given.demux(given.streams.video[0]):
-            if packet.dts is not None:
-                packet.stream = stream
-                out.mux(packet)
-
-
 def main():
     with tempfile.TemporaryDirectory(prefix="theval-bench-") as tmp:
         root = Path(tmp)
@@ -44,7 +33,7 @@ def main():
         empty.mkdir()
         renamed.mkdir()
         shutil.copy(kit.videos("frozen_mouth")[0], renamed / "take.mp4")
-        video_only(Path(kit.videos("gt")[0]), silent / "clip_00.mp4")
+        without_audio(kit.videos("gt")[0], silent / "clip_00.mp4")
         model = f"m={kit.dir('frozen_mouth')}"
         baseline, code = timed("--gt", kit.dir("gt"), "--model", model, "--out", root / "good", "--inline")
         print(f"baseline: one clip scored inline, {baseline:.2f} s (exit {code})")

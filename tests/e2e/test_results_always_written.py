@@ -7,7 +7,6 @@ import math
 import shutil
 from pathlib import Path
 
-import av
 import pytest
 from results_schema import validate_results
 
@@ -18,25 +17,13 @@ from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_NOT_RANKED, EXIT_USAGE
 from theval_mesh.stores.job_store import SqlJobStore
 from theval_mesh.synth import generate_kit
+from theval_mesh.synth.mp4 import without_audio
 
 pytestmark = pytest.mark.slow  # a tiny kit, scored a few times inline
 
 PER_VIDEO = ("results.jsonl", "results.csv", "raw_metrics.csv", "results.json")
 NEED_A_BOARD = ("leaderboard.csv", "leaderboard.md", "leaderboard.png", "run.json")
 AUDIO_METRICS = ["Silent lip stability", "Lip sync"]
-
-
-def without_audio(src: Path, dst: Path) -> Path:
-    """The video stream of `src` remuxed alone (no re-encoding): what a frame-extraction script or
-    a generator that writes no sound leaves."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(src)) as given, av.open(str(dst), "w") as out:
-        video = out.add_stream_from_template(given.streams.video[0])
-        for packet in given.demux(given.streams.video[0]):
-            if packet.dts is not None:
-                packet.stream = video
-                out.mux(packet)
-    return dst
 
 
 @pytest.fixture(scope="module")

@@ -71,3 +71,17 @@ def write_mp4(path, frames: Iterable[np.ndarray], fps: int, audio: np.ndarray | 
     if writer is None:
         raise ValueError("no frames to write")
     return writer.close()
+
+
+def without_audio(src, dst) -> Path:
+    """`src`'s video stream remuxed alone into `dst` (no re-encoding): what a frame-extraction
+    script or a generator that writes no sound leaves."""
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(src)) as given, av.open(str(dst), "w") as out:
+        video = out.add_stream_from_template(given.streams.video[0])
+        for packet in given.demux(given.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = video
+                out.mux(packet)
+    return dst
