@@ -38,8 +38,7 @@ def weights() -> tuple[Path, str]:
     store = ws.default_store()
     if not ws.missing_files(store) and not ws.missing_files(store, ["facexformer"]):
         return store, f"weights store {store}"
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from fake_weights import write_fake_store
+    from tests.support.fake_weights import write_fake_store  # importable: common put the root on sys.path
     fake = Path(tempfile.mkdtemp(prefix="theval-bench-fake-weights-"))
     return write_fake_store(fake, headpose=True), "STAND-IN weights (seeded, real architectures)"
 

@@ -16,10 +16,10 @@ import grpc
 import numpy as np
 import pytest
 import yaml
-from container_support import containers, images
+from scripts import containers, images
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from mesh_support import free_port, results_differences
-from prometheus_support import Prometheus
+from tests.support.mesh_support import free_port, results_differences
+from tests.support.prometheus_support import Prometheus
 
 from theval_mesh.backends.audio.backend import AudioBackend
 from theval_mesh.commands.cli import main

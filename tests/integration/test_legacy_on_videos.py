@@ -7,7 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
-from video_files import gradient, write_video
+from tests.support.video_files import gradient, write_video
 
 from theval_mesh.commands.cli import main as cli
 from theval_mesh.pure.errors import UserError

@@ -9,7 +9,7 @@ import time
 import grpc
 import psutil
 import pytest
-from mesh_support import Mesh, sample, scrape
+from tests.support.mesh_support import Mesh, sample, scrape
 
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
-from mesh_support import Mesh, sample, scrape
+from tests.support.mesh_support import Mesh, sample, scrape
 
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire

@@ -6,7 +6,7 @@ import time
 
 import grpc
 import pytest
-from mesh_support import Mesh, free_port, wait_in_flight
+from tests.support.mesh_support import Mesh, free_port, wait_in_flight
 
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2

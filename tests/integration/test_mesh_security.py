@@ -9,9 +9,9 @@ import time
 
 import grpc
 import pytest
-from certificates import issue, make_ca
+from tests.support.certificates import issue, make_ca
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
+from tests.support.mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
 
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.security import ClientSecurity, client_channel

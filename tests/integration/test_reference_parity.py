@@ -37,7 +37,7 @@ import sys
 
 import numpy as np
 import pytest
-from parity_set import CLIPS, METRICS, oracle
+from tests.support.parity_set import CLIPS, METRICS, oracle
 
 from theval_mesh.backends.audio.backend import AudioBackend
 from theval_mesh.backends.media.decode import MediaReader

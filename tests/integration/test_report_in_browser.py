@@ -5,7 +5,7 @@ import json
 import re
 
 import pytest
-from browser import artefacts, browser_page
+from tests.support.browser import artefacts, browser_page
 
 from theval_mesh.commands.cli import main
 from theval_mesh.outputs.html_report import build_report

@@ -9,16 +9,15 @@ import subprocess
 import sys
 
 import grpc
-from page_support import ROOT, add_file, blocks, copy_repository, environment, insert, run
+from tests.support.page_support import ROOT, add_file, blocks, copy_repository, environment, insert, run
 
 from theval_mesh.rpc import probe
 from theval_mesh.rpc.v1 import common_pb2
 
 PAGE = ROOT / "docs" / "adding-a-service.md"
 DERIVED = """
-import json, sys
-sys.path.insert(0, "scripts")
-import containers, images, k8s
+import json
+from scripts import containers, images, k8s
 from theval_mesh.commands import mesh
 from theval_mesh.rpc import config
 from theval_mesh.service.main import SERVICE_MODULES

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 import pytest
-from video_files import gradient, write_video
+from tests.support.video_files import gradient, write_video
 
 from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import estimate

@@ -6,7 +6,7 @@ import os
 import socket
 
 import pytest
-from video_files import gradient, write_video
+from tests.support.video_files import gradient, write_video
 
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.commands.cli import main

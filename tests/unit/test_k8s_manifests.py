@@ -16,12 +16,12 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from container_support import images
+from scripts import images
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from k8s_support import (RENDERED, Network, Pod, containers_of, crd_schemas, env_of, kubectls, pod_templates, render,
+from tests.support.k8s_support import (RENDERED, Network, Pod, containers_of, crd_schemas, env_of, kubectls, pod_templates, render,
                          selects, workspace)
-from metric_names import exported_series, metric_names
+from tests.support.metric_names import exported_series, metric_names
 
 from theval_mesh.commands.cli import build_parser
 from theval_mesh.pure.services import BY_NAME, DEPENDENCIES, SERVICES, TABLE
@@ -427,7 +427,7 @@ def test_no_policy_admits_from_everywhere(rendered):
 
 
 def test_the_mesh_paths_are_open_and_nothing_else(rendered):
-    """Who may connect to whom on which port, by the rendered policies (tests/k8s_support.py
+    """Who may connect to whom on which port, by the rendered policies (tests/support/k8s_support.py
     Network): the mesh's paths, and a sample of what must stay closed."""
     for name in ("dev", "gpu"):
         net = Network(with_samples(rendered, name))

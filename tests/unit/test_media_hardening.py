@@ -8,7 +8,7 @@ import struct
 import av
 import numpy as np
 import pytest
-from video_files import gradient, image_bytes, raw_h264, tone, without_decoder, write_video
+from tests.support.video_files import gradient, image_bytes, raw_h264, tone, without_decoder, write_video
 
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.pure.errors import InputTooLarge, VideoError

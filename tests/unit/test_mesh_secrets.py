@@ -8,7 +8,7 @@ from concurrent import futures
 
 import grpc
 import pytest
-from container_support import containers
+from scripts import containers
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from metric_names import exported_series, metric_names
+from tests.support.metric_names import exported_series, metric_names
 
 from theval_mesh.commands.cli import main
 

@@ -2,7 +2,7 @@
 aligned with facexlib), built with the installed pyiqa, whatever checkpoint that pyiqa's own
 `topiq_nr-face` names (0.1.16: CGFIQA, which THEval does not use).
 
-The weights are FAKE (tests/fake_weights.py): random tensors of the real architectures under the
+The weights are FAKE (tests/support/fake_weights.py): random tensors of the real architectures under the
 published file names, so the scores mean nothing; the loading, alignment and scoring code is
 pyiqa's and facexlib's own. No test touches the network."""
 import dataclasses
@@ -74,7 +74,7 @@ def face_store(tmp_path_factory):
     """FAKE weights of the face model (random init, see fake_weights.py), plus a fake CGFIQA file
     that must never be loaded; the other models' files are placeholders, present so that paper
     mode starts, never loaded by these tests."""
-    from fake_weights import write_fake_store
+    from tests.support.fake_weights import write_fake_store
     store = write_fake_store(tmp_path_factory.mktemp("fake-face-weights"), [FACE])
     write_fake_cgfiqa(store)
     placeholders(store, ws.missing_files(store))

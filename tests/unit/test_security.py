@@ -5,7 +5,7 @@ from concurrent import futures
 
 import grpc
 import pytest
-from certificates import issue, make_ca
+from tests.support.certificates import issue, make_ca
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from theval_mesh.pure.errors import UserError

@@ -5,7 +5,7 @@ import re
 
 import pytest
 from packaging.requirements import Requirement
-from service_imports import measure
+from tests.support.service_imports import measure
 
 from theval_mesh.pure.services import BY_NAME, SERVICES
 
