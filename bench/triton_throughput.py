@@ -25,9 +25,8 @@ from theval_mesh.backends.quality.local_models import LocalModels
 from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import MODELS
 from theval_mesh.rpc.triton.client import TritonClient, TritonFaceXFormer, TritonModels
-from theval_mesh.rpc.triton.repository import FACEXFORMER_MODEL
+from theval_mesh.rpc.triton.repository import FACEXFORMER_MODEL, TRITON_NAME, default_repository
 from theval_mesh.rpc.triton.repository import MODELS as TRITON_MODELS
-from theval_mesh.rpc.triton.repository import TRITON_NAME, default_repository
 from theval_mesh.rpc.triton.server import TritonServer
 
 BATCHES = (1, 8, 32)

@@ -2,6 +2,7 @@ import os
 
 import numpy as np
 import pytest
+
 from tests.support.netguard import block_network
 from tests.support.video_files import write_video
 

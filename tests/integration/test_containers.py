@@ -16,11 +16,11 @@ import grpc
 import numpy as np
 import pytest
 import yaml
-from scripts import containers, images
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from scripts import containers, images
 from tests.support.mesh_support import free_port, results_differences
 from tests.support.prometheus_support import Prometheus
-
 from theval_mesh.backends.audio.backend import AudioBackend
 from theval_mesh.commands.cli import main
 from theval_mesh.outputs.results_files import write_results_csv

@@ -10,10 +10,10 @@ import os
 import secrets
 
 import pytest
+
 from tests.support.certificates import issue, make_ca
 from tests.support.mesh_support import Mesh
 from tests.support.ray_support import RayHead
-
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.launcher import free_port
 from theval_mesh.rpc.security import ClientSecurity, client_channel

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
-from tests.support.mesh_support import Mesh, sample, scrape
 
+from tests.support.mesh_support import Mesh, sample, scrape
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.config import Config

@@ -4,8 +4,8 @@ relies on. A GT reference set made through one is scored against through the oth
 scored through either counts in the leaderboard of both, and a job submitted to one is followed,
 cancelled and read through the other."""
 import pytest
-from tests.support.mesh_support import Mesh
 
+from tests.support.mesh_support import Mesh
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
 from theval_mesh.synth import generate_kit

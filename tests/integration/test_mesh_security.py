@@ -9,10 +9,10 @@ import time
 
 import grpc
 import pytest
-from tests.support.certificates import issue, make_ca
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from tests.support.mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
 
+from tests.support.certificates import issue, make_ca
+from tests.support.mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.security import ClientSecurity, client_channel
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc, landmarks_pb2_grpc

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests.support.k8s_support import render, workspace
 from tests.support.ray_support import RayHead
-
 from theval_mesh.core.inputs import plan
 from theval_mesh.jobs.pipeline import _private_ray, run_ray
 from theval_mesh.pure.settings import RunSettings

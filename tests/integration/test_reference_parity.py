@@ -37,8 +37,8 @@ import sys
 
 import numpy as np
 import pytest
-from tests.support.parity_set import CLIPS, METRICS, oracle
 
+from tests.support.parity_set import CLIPS, METRICS, oracle
 from theval_mesh.backends.audio.backend import AudioBackend
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.stages import LocalVideo, new_result, score

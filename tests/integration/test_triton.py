@@ -11,8 +11,8 @@ import time
 import grpc
 import numpy as np
 import pytest
-from tests.support.mesh_support import free_port, scrape, wait_in_flight
 
+from tests.support.mesh_support import free_port, scrape, wait_in_flight
 from theval_mesh.backends.audio.backend import AudioBackend, load_vad_model, speech_probabilities
 from theval_mesh.backends.headpose.facexformer import FaceXFormerHeadPose
 from theval_mesh.backends.media.decode import MediaReader
@@ -332,7 +332,6 @@ def test_triton_beyond_loopback_needs_mutual_tls_and_serves_callers_with_a_certi
     import os
 
     from scripts import containers
-
     from theval_mesh.pure.errors import UserError
     from theval_mesh.rpc.security import ClientSecurity
     with pytest.raises(UserError, match="mutual TLS"):

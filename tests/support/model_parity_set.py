@@ -7,6 +7,7 @@ from pathlib import Path
 
 import av
 import numpy as np
+
 from tests.support.parity_set import DIR as PARITY_DIR
 from tests.support.parity_set import clip
 

@@ -10,7 +10,6 @@ import urllib.request
 from pathlib import Path
 
 from tests.support.mesh_support import free_port
-
 from theval_mesh.rpc.scrape_config import prometheus_config_text
 
 RULES = Path(__file__).resolve().parents[2] / "monitoring" / "rules.yml"

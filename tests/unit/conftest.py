@@ -1,4 +1,5 @@
 import pytest
+
 from tests.support.inprocess_mesh import MAX_VIDEO_BYTES, InProcessMesh
 
 

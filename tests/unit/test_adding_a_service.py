@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import grpc
-from tests.support.page_support import ROOT, add_file, blocks, copy_repository, environment, insert, run
 
+from tests.support.page_support import ROOT, add_file, blocks, copy_repository, environment, insert, run
 from theval_mesh.rpc import probe
 from theval_mesh.rpc.v1 import common_pb2
 

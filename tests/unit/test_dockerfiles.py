@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from scripts import containers, dockerfiles, images
-
 from theval_mesh.rpc.config import OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]

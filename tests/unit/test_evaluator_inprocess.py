@@ -5,9 +5,9 @@ import math
 
 import grpc
 import pytest
+
 from tests.support.inprocess_mesh import MAX_VIDEO_BYTES
 from tests.support.video_files import gradient, tone, write_video
-
 from theval_mesh.rpc.protocol import RESULT_TRAILER
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
 

@@ -16,13 +16,24 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from scripts import images
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from tests.support.k8s_support import (RENDERED, Network, Pod, containers_of, crd_schemas, env_of, kubectls, pod_templates, render,
-                         selects, workspace)
-from tests.support.metric_names import exported_series, metric_names
 
+from scripts import images
+from tests.support.k8s_support import (
+    RENDERED,
+    Network,
+    Pod,
+    containers_of,
+    crd_schemas,
+    env_of,
+    kubectls,
+    pod_templates,
+    render,
+    selects,
+    workspace,
+)
+from tests.support.metric_names import exported_series, metric_names
 from theval_mesh.commands.cli import build_parser
 from theval_mesh.pure.services import BY_NAME, DEPENDENCIES, SERVICES, TABLE
 from theval_mesh.pure.version import VERSION

@@ -1,15 +1,15 @@
 """Inputs a security probe sent: lying headers, images named .mp4, bogus time bases, rotated
 phone videos and NaN audio. Every file is written here with PyAV, numpy and PIL (no mocks)."""
 import io
+import struct
 import subprocess
 import sys
-import struct
 
 import av
 import numpy as np
 import pytest
-from tests.support.video_files import gradient, image_bytes, raw_h264, tone, without_decoder, write_video
 
+from tests.support.video_files import gradient, image_bytes, raw_h264, tone, without_decoder, write_video
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.pure.errors import InputTooLarge, VideoError
 from theval_mesh.pure.limits import Limits

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.support.metric_names import exported_series, metric_names
 
+from tests.support.metric_names import exported_series, metric_names
 from theval_mesh.commands.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ import time
 
 import prometheus_client
 import pytest
-from tests.support.video_files import gradient, tone, write_video
 
+from tests.support.video_files import gradient, tone, write_video
 from theval_mesh.core.inputs import Item
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.pipeline import QUEUED_PER_ACTOR, JobStopped, run_inline, run_ray

@@ -13,8 +13,8 @@ import skimage.data
 import skimage.transform
 
 from theval_mesh.backends.quality import QualityBackend
-from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.quality.local_models import LocalModels
+from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import METRIC_MODELS, MODELS
 from theval_mesh.pure.errors import UserError, WeightsMissing
 

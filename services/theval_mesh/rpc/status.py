@@ -5,9 +5,22 @@ import logging
 import grpc
 
 from theval_mesh.core.incidents import logged_internal
-from theval_mesh.pure.errors import (AccessDenied, AlreadyExists, Cancelled, InputsRefused, InputTooLarge, NotFound,
-                                     NotRanked, NotServed, Overloaded, ServiceError, UserError, VideoError,
-                                     WeightsMissing, shorten)
+from theval_mesh.pure.errors import (
+    AccessDenied,
+    AlreadyExists,
+    Cancelled,
+    InputsRefused,
+    InputTooLarge,
+    NotFound,
+    NotRanked,
+    NotServed,
+    Overloaded,
+    ServiceError,
+    UserError,
+    VideoError,
+    WeightsMissing,
+    shorten,
+)
 from theval_mesh.pure.scoring.errors import ScoringError
 from theval_mesh.rpc.admission import is_busy
 
