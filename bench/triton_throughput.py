@@ -68,8 +68,8 @@ def main():
             remote.scores(name, images[:1], each)
             for b in BATCHES:
                 batch = images[:b]
-                t_local = best_of(lambda: local.scores(name, batch, each), REPEATS)
-                t_triton = best_of(lambda: remote.scores(name, batch, each), REPEATS)
+                t_local = best_of(lambda name=name, batch=batch, each=each: local.scores(name, batch, each), REPEATS)
+                t_triton = best_of(lambda name=name, batch=batch, each=each: remote.scores(name, batch, each), REPEATS)
                 rows.append((name, b, b / t_local, b / t_triton))
                 print(f"  {name:<14} batch {b:>2}: in-process {b / t_local:7.2f} fps, triton {b / t_triton:7.2f} fps",
                       flush=True)
@@ -81,8 +81,8 @@ def main():
         local_fx.degrees(crops[:1])
         remote_fx.degrees(crops[:1])
         for b in BATCHES:
-            t_local = best_of(lambda: local_fx.degrees(crops[:b]), REPEATS)
-            t_triton = best_of(lambda: remote_fx.degrees(crops[:b]), REPEATS)
+            t_local = best_of(lambda b=b: local_fx.degrees(crops[:b]), REPEATS)
+            t_triton = best_of(lambda b=b: remote_fx.degrees(crops[:b]), REPEATS)
             rows.append(("facexformer", b, b / t_local, b / t_triton))
             print(f"  {'facexformer':<14} batch {b:>2}: in-process {b / t_local:7.2f} fps, triton {b / t_triton:7.2f} fps",
                   flush=True)

@@ -82,7 +82,7 @@ def test_every_overlay_renders_the_same_with_kustomize_v2_and_the_installed_kube
 def test_every_object_validates_strictly_against_kubernetes(rendered):
     checked = 0
     for version in VERSIONS:
-        for name, obj in every(rendered):
+        for _, obj in every(rendered):
             if (obj["apiVersion"], obj["kind"]) not in CUSTOM:
                 kubernetes_validate.validate(obj, version, strict=True)
                 checked += 1
@@ -110,7 +110,7 @@ def test_custom_resources_validate_against_their_crds(rendered):
     schemas = {k: strict(v) for k, v in crd_schemas().items()}
     assert CUSTOM <= set(schemas)
     seen = set()
-    for name, obj in every(rendered):
+    for _, obj in every(rendered):
         key = (obj["apiVersion"], obj["kind"])
         if key in CUSTOM:
             jsonschema.validate(obj, schemas[key])
@@ -268,7 +268,7 @@ def test_commands_and_flags_exist(rendered):
     triton_flags = set(re.findall(r"--[a-z0-9-]+", helped.stdout + helped.stderr))
     assert "--grpc-use-ssl-mutual" in triton_flags
     seen = set()
-    for name, obj in every(rendered):
+    for _, obj in every(rendered):
         for where, _, c in containers_of(obj):
             argv = c.get("command", []) + c.get("args", [])
             if not argv:
@@ -383,14 +383,14 @@ def test_every_metrics_port_is_scraped(rendered):
                     (name, svc["metadata"]["name"])
         ray = next(o for o in objs if o["kind"] == "RayCluster")
         pod_monitor = next(o for o in objs if o["kind"] == "PodMonitor")
-        for _, spec, c in containers_of(ray):
+        for _, _, c in containers_of(ray):
             assert any(p["name"] == "metrics" for p in c["ports"])
         assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= \
             ray["spec"]["headGroupSpec"]["template"]["metadata"]["labels"].items()
 
 
 def test_pods_run_unprivileged_with_a_read_only_root(rendered):
-    for name, obj in every(rendered):
+    for _, obj in every(rendered):
         for where, spec, c in containers_of(obj):
             pod = spec["securityContext"]
             assert pod["runAsNonRoot"] and pod["seccompProfile"] == {"type": "RuntimeDefault"}, where

@@ -63,7 +63,7 @@ def rpc(method):
     def wrapper(self, request, context):
         try:
             return method(self, request, context)
-        except Exception as err:  # noqa: BLE001 - every error must reach the caller as a status
+        except Exception as err:  # every error must reach the caller as a status
             if context.code() is not None and context.code() != grpc.StatusCode.OK:
                 raise  # already aborted with a code
             code, detail = status_of(err, method.__name__)  # logs an internal error
