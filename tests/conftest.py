@@ -60,9 +60,15 @@ def headpose_store(tmp_path_factory):
     return write_fake_store(tmp_path_factory.mktemp("fake-headpose-weights"), (), headpose=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
-    """The container tests last: their images build in the background meanwhile."""
+    """A test that uses the PostgreSQL server (the `postgres` fixture, itself or through another
+    fixture) is marked `postgres`, which `./dev check` deselects. The container tests last: their
+    images build in the background meanwhile."""
     from tests.support.container_support import is_container_test
+    for item in items:
+        if "postgres" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
     items.sort(key=is_container_test)
 
 
@@ -106,7 +112,7 @@ def postgres():
     server.close()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def store_location(request, tmp_path):
     """Where a store lives, once per database: a SQLite file, then a fresh PostgreSQL database."""
     if request.param == "sqlite":

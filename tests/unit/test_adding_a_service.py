@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import grpc
+import pytest
 
 from tests.support.page_support import ROOT, add_file, blocks, copy_repository, environment, insert, run
 from theval_mesh.rpc import probe
@@ -64,6 +65,7 @@ def follow_the_page(repo):
                before="  - name: theval-tls-evaluator")
 
 
+@pytest.mark.k8s  # runs test_k8s_manifests.py's checks in the copy: kubectl renders its manifests
 def test_following_the_page_adds_a_service_everywhere(tmp_path):
     repo = copy_repository(tmp_path, "services", "tests", "scripts", "docker", "protos", "k8s", "monitoring",
                            "docs", "pyproject.toml")

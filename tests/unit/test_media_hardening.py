@@ -218,6 +218,7 @@ def test_a_video_with_nan_audio_scores_with_nan_sync_metrics_and_the_reason(tmp_
 
 # 5. Large frames waiting for their quality batch.
 
+@pytest.mark.slow  # encodes and decodes 40 frames of 4096x4096 (about 30 s)
 def test_large_frames_wait_for_the_proxy_scaled_down_and_score_the_same(tmp_path):
     """A 4096x4096 clip: the quality pass keeps each frame as the proxy sees it (<= 256 px), not
     64 full frames (3.2 GB), and the scores equal the proxy's on the full frames."""

@@ -236,6 +236,7 @@ def test_a_pyiqa_that_would_not_align_faces_is_refused(face_store, no_network):
     assert not no_network
 
 
+@pytest.mark.slow  # the face model on many images from several threads (about 12 s)
 def test_concurrent_calls_of_the_face_model_give_what_each_gives_alone(face_store, no_network):
     """The quality service scores several videos at once on threads: the face model keeps the faces
     of the image in progress, so its calls must not interleave (they once failed with
