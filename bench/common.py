@@ -1,9 +1,19 @@
-"""Shared by the benchmarks: a synthetic kit made once in a temp folder, and a timer."""
+"""Shared by the benchmarks: a synthetic kit made once in a temp folder, and a timer.
+
+Importing it also puts the repository's root on sys.path, the one place that does: a benchmark
+runs as a file (`.venv/bin/python bench/NAME.py`), which puts bench/ there, not the root, and
+imports the tests' helpers and the scripts as packages (`from tests.support.mesh_support import
+Mesh`, `from scripts import containers`). So a benchmark imports `common` before those."""
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from theval_mesh.synth import generate_kit
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 
 def kit(n_clips=3, duration_s=6.0, size=256, variants=()):

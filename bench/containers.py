@@ -13,18 +13,14 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+from common import kit  # first: puts the repository's root on sys.path (scripts, tests.support)
 
-import containers  # noqa: E402  (scripts/)
-import images  # noqa: E402
-from common import kit  # noqa: E402
-from mesh_support import Mesh, free_port  # noqa: E402  (the tests' process mesh)
-
-from theval_mesh.rpc import probe  # noqa: E402
-from theval_mesh.rpc.config import DEPENDENCIES  # noqa: E402
-from theval_mesh.rpc.security import ClientSecurity, client_channel  # noqa: E402
-from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc  # noqa: E402
+from scripts import containers, images
+from tests.support.mesh_support import Mesh, free_port  # the tests' process mesh
+from theval_mesh.rpc import probe
+from theval_mesh.rpc.config import DEPENDENCIES
+from theval_mesh.rpc.security import ClientSecurity, client_channel
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 
 ROUNDS = 2
 

@@ -24,12 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from model_parity_set import cut  # noqa: E402
-from parity_set import oracle  # noqa: E402
+from common import ROOT  # first: puts the repository's root on sys.path (tests.support)
 
-from theval_mesh.backends import stand_in  # noqa: E402
+from tests.support.model_parity_set import cut
+from tests.support.parity_set import oracle
+from theval_mesh.backends import stand_in
 
 ENV = ROOT / "tests" / "data" / "parity" / "reference-env"
 LANDMARK_SCRIPTS = ("Naturalness/lip_dynamics.py", "Naturalness/eyebrow_dynamics.py",

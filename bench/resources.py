@@ -8,7 +8,7 @@ while scoring, and CPU seconds per video (CPU time, not wall time: it holds on a
 MODE: proxy (the training-free quality proxy), paper (the paper's quality models in process) or
 triton (quality and audio models on a local Triton: its process tree is measured too). The
 published weights cannot be fetched here: paper and triton load FAKE weights (the real
-architectures with random weights, tests/fake_weights.py), so memory and compute are the real
+architectures with random weights, tests/support/fake_weights.py), so memory and compute are the real
 models' while the scores mean nothing.
 
     .venv/bin/python bench/resources.py [CLIPS] [SECONDS] [SIZE] [MODE]
@@ -21,14 +21,11 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from common import kit  # first: puts the repository's root on sys.path (tests.support)
 
-from common import kit  # noqa: E402
-from mesh_support import Mesh, scrape  # noqa: E402  (the tests' process mesh)
-
-from theval_mesh.rpc.config import SERVICES  # noqa: E402
-from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc  # noqa: E402
+from tests.support.mesh_support import Mesh, scrape  # the tests' process mesh
+from theval_mesh.rpc.config import SERVICES
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 
 MIB = 1024 ** 2
 
@@ -67,7 +64,7 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="theval-bench-resources-"))
     service_args, triton = {}, None
     if mode in ("paper", "triton"):
-        from fake_weights import write_fake_store
+        from tests.support.fake_weights import write_fake_store
         store = write_fake_store(work / "weights")
         service_args["quality"] = ["--weights-store", str(store)]
     if mode == "triton":

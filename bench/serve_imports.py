@@ -2,13 +2,11 @@
 `theval serve SERVICE` imports, against a bare interpreter measured in the same run, and the heavy
 libraries each loads. The deployment images install one service each (pyproject extras)."""
 import statistics
-import sys
-from pathlib import Path
 
+import common  # noqa: F401 - first: puts the repository's root on sys.path (tests.support)
+
+from tests.support.service_imports import measure
 from theval_mesh.pure.services import SERVICES
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from service_imports import measure  # noqa: E402
 
 HEAVY = ("torch", "ray", "pyiqa", "mediapipe", "cv2", "matplotlib", "tritonclient", "onnxruntime")
 REPEATS = 3

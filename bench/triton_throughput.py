@@ -25,9 +25,8 @@ from theval_mesh.backends.quality.local_models import LocalModels
 from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import MODELS
 from theval_mesh.rpc.triton.client import TritonClient, TritonFaceXFormer, TritonModels
-from theval_mesh.rpc.triton.repository import FACEXFORMER_MODEL
+from theval_mesh.rpc.triton.repository import FACEXFORMER_MODEL, TRITON_NAME, default_repository
 from theval_mesh.rpc.triton.repository import MODELS as TRITON_MODELS
-from theval_mesh.rpc.triton.repository import TRITON_NAME, default_repository
 from theval_mesh.rpc.triton.server import TritonServer
 
 BATCHES = (1, 8, 32)
@@ -38,8 +37,7 @@ def weights() -> tuple[Path, str]:
     store = ws.default_store()
     if not ws.missing_files(store) and not ws.missing_files(store, ["facexformer"]):
         return store, f"weights store {store}"
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from fake_weights import write_fake_store
+    from tests.support.fake_weights import write_fake_store  # importable: common put the root on sys.path
     fake = Path(tempfile.mkdtemp(prefix="theval-bench-fake-weights-"))
     return write_fake_store(fake, headpose=True), "STAND-IN weights (seeded, real architectures)"
 
@@ -70,8 +68,8 @@ def main():
             remote.scores(name, images[:1], each)
             for b in BATCHES:
                 batch = images[:b]
-                t_local = best_of(lambda: local.scores(name, batch, each), REPEATS)
-                t_triton = best_of(lambda: remote.scores(name, batch, each), REPEATS)
+                t_local = best_of(lambda name=name, batch=batch, each=each: local.scores(name, batch, each), REPEATS)
+                t_triton = best_of(lambda name=name, batch=batch, each=each: remote.scores(name, batch, each), REPEATS)
                 rows.append((name, b, b / t_local, b / t_triton))
                 print(f"  {name:<14} batch {b:>2}: in-process {b / t_local:7.2f} fps, triton {b / t_triton:7.2f} fps",
                       flush=True)
@@ -83,8 +81,8 @@ def main():
         local_fx.degrees(crops[:1])
         remote_fx.degrees(crops[:1])
         for b in BATCHES:
-            t_local = best_of(lambda: local_fx.degrees(crops[:b]), REPEATS)
-            t_triton = best_of(lambda: remote_fx.degrees(crops[:b]), REPEATS)
+            t_local = best_of(lambda b=b: local_fx.degrees(crops[:b]), REPEATS)
+            t_triton = best_of(lambda b=b: remote_fx.degrees(crops[:b]), REPEATS)
             rows.append(("facexformer", b, b / t_local, b / t_triton))
             print(f"  {'facexformer':<14} batch {b:>2}: in-process {b / t_local:7.2f} fps, triton {b / t_triton:7.2f} fps",
                   flush=True)

@@ -12,8 +12,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import images  # noqa: E402  (scripts/)
+if __package__:  # imported as scripts.dockerfiles (the tests)
+    from scripts import images
+else:  # run as a file (python scripts/dockerfiles.py): scripts/ is first on sys.path
+    import images
 
 TEMPLATES = images.DOCKER / "templates"
 

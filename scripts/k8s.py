@@ -21,8 +21,10 @@ import yaml
 
 from theval_mesh.pure.services import SERVICES
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import containers  # noqa: E402  (scripts/)
+if __package__:  # imported as scripts.k8s (the tests)
+    from scripts import containers
+else:  # run as a file (./dev k8s): scripts/ is first on sys.path
+    import containers
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "k8s"

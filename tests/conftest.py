@@ -2,8 +2,9 @@ import os
 
 import numpy as np
 import pytest
-from netguard import block_network
-from video_files import write_video
+
+from tests.support.netguard import block_network
+from tests.support.video_files import write_video
 
 # Keep torch/onnx from oversubscribing the 2 cores when tests run model code.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
@@ -47,7 +48,7 @@ def no_network(monkeypatch, tmp_path):
 def fake_store(tmp_path_factory):
     """FAKE weights of every quality model (see fake_weights.py): random weights of the real
     architectures, under the published file names."""
-    from fake_weights import write_fake_store
+    from tests.support.fake_weights import write_fake_store
     return write_fake_store(tmp_path_factory.mktemp("fake-weights"))
 
 
@@ -55,18 +56,24 @@ def fake_store(tmp_path_factory):
 def headpose_store(tmp_path_factory):
     """FAKE head-pose weights (see fake_weights.py): the stand-in FaceXFormer model.pt and
     retina-face retinaface.h5 only (a store where `--headpose auto` picks FaceXFormer)."""
-    from fake_weights import write_fake_store
+    from tests.support.fake_weights import write_fake_store
     return write_fake_store(tmp_path_factory.mktemp("fake-headpose-weights"), (), headpose=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
-    """The container tests last: their images build in the background meanwhile."""
-    from container_support import is_container_test
+    """A test that uses the PostgreSQL server (the `postgres` fixture, itself or through another
+    fixture) is marked `postgres`, which `./dev check` deselects. The container tests last: their
+    images build in the background meanwhile."""
+    from tests.support.container_support import is_container_test
+    for item in items:
+        if "postgres" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
     items.sort(key=is_container_test)
 
 
 def pytest_collection_finish(session):
-    from container_support import Prebuild, is_container_test
+    from tests.support.container_support import Prebuild, is_container_test
     if not session.config.option.collectonly and any(is_container_test(i) for i in session.items):
         folder = session.config._tmp_path_factory.mktemp("images")
         session.config.theval_prebuild = Prebuild(folder)
@@ -88,9 +95,9 @@ def built_images(request):
 
 @pytest.fixture(scope="session")
 def postgres():
-    """A real PostgreSQL server for the session (tests/postgres_support.py); libpq finds its
+    """A real PostgreSQL server for the session (tests/support/postgres_support.py); libpq finds its
     password through PGPASSFILE, as a deployment's would."""
-    from postgres_support import PostgresServer, wait_until_accepting
+    from tests.support.postgres_support import PostgresServer, wait_until_accepting
     from theval_mesh.rpc.launcher import free_port
     server = PostgresServer(free_port())
     server.start()
@@ -105,7 +112,7 @@ def postgres():
     server.close()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def store_location(request, tmp_path):
     """Where a store lives, once per database: a SQLite file, then a fresh PostgreSQL database."""
     if request.param == "sqlite":

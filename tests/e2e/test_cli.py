@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from processes import takes_ctrl_c
-from results_schema import validate_results
 
+from tests.support.processes import takes_ctrl_c
+from tests.support.results_schema import validate_results
 from theval_mesh.core.results import VideoResult
 from theval_mesh.synth import generate_kit, write_bad_inputs
 

@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from results_schema import validate_results
 
+from tests.support.results_schema import validate_results
 from theval_mesh import write_report
 from theval_mesh.commands.cli import main
 from theval_mesh.core import aggregate

@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from mesh_support import Mesh
 
+from tests.support.mesh_support import Mesh
 from theval_mesh import Client, Scorer
 from theval_mesh.core.results import VideoResult
 from theval_mesh.pure.errors import AccessDenied, InputTooLarge, NotFound, UserError, VideoError

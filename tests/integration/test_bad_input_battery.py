@@ -8,9 +8,9 @@ import time
 import grpc
 import numpy as np
 import pytest
-from mesh_support import Mesh
-from video_files import gradient, image_bytes, raw_h264, tone, write_video
 
+from tests.support.mesh_support import Mesh
+from tests.support.video_files import gradient, image_bytes, raw_h264, tone, write_video
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
 from theval_mesh.synth import generate_kit, write_bad_inputs
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import grpc
 import psutil
 import pytest
-from job_support import run_until
-from mesh_support import Mesh, free_port, scrape
 
+from tests.support.job_support import run_until
+from tests.support.mesh_support import Mesh, free_port, scrape
 from theval_mesh.core.inputs import plan
 from theval_mesh.jobs import job_telemetry
 from theval_mesh.jobs.pipeline import run_ray

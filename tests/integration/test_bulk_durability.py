@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from job_support import run_until
-from mesh_support import Mesh
 
+from tests.support.job_support import run_until
+from tests.support.mesh_support import Mesh
 from theval_mesh.core.inputs import plan
 from theval_mesh.core.results import FAILED, OK
 from theval_mesh.jobs.pipeline import run_inline

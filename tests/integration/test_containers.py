@@ -16,11 +16,11 @@ import grpc
 import numpy as np
 import pytest
 import yaml
-from container_support import containers, images
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from mesh_support import free_port, results_differences
-from prometheus_support import Prometheus
 
+from scripts import containers, images
+from tests.support.mesh_support import free_port, results_differences
+from tests.support.prometheus_support import Prometheus
 from theval_mesh.backends.audio.backend import AudioBackend
 from theval_mesh.commands.cli import main
 from theval_mesh.outputs.results_files import write_results_csv
@@ -354,7 +354,7 @@ def test_the_autoscaling_query_would_scale_up_under_load_and_down_when_idle(mesh
         for s in hpas:
             busy = max(values[s])
             assert math.ceil(busy / queries[s][1]) > 1, (queries[s], values[s])
-            prometheus.wait(lambda: math.ceil(2 * value(s) / queries[s][1]) < 2, f"{queries[s][0]} stays high when "
+            prometheus.wait(lambda s=s: math.ceil(2 * value(s) / queries[s][1]) < 2, f"{queries[s][0]} stays high when "
                             "idle", timeout=120)
             print(f"\nautoscaling query, {s}: {busy:.2f} in flight per pod under 4 clients "
                   f"(1 pod -> {math.ceil(busy / queries[s][1])}); idle {value(s):.2f} "

@@ -1,5 +1,5 @@
 """A job submitted to the evaluator, run on an external Ray cluster (`--ray-address`) as on
-Kubernetes: a Ray head of its own (`ray start`, tests/ray_support.py: loopback, Ray's token
+Kubernetes: a Ray head of its own (`ray start`, tests/support/ray_support.py: loopback, Ray's token
 authentication) started in an environment without the mesh's settings, so that its workers know
 neither the evaluator's CA nor a token, and an evaluator with TLS and bearer tokens that reaches
 it by its GCS address (a driver on one of the cluster's machines) and by Ray Client (`ray://`,
@@ -10,10 +10,10 @@ import os
 import secrets
 
 import pytest
-from certificates import issue, make_ca
-from mesh_support import Mesh
-from ray_support import RayHead
 
+from tests.support.certificates import issue, make_ca
+from tests.support.mesh_support import Mesh
+from tests.support.ray_support import RayHead
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.launcher import free_port
 from theval_mesh.rpc.security import ClientSecurity, client_channel

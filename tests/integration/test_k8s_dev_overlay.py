@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from container_support import images
-from k8s_support import containers_of, env_of, render, workspace
 
+from scripts import images
+from tests.support.k8s_support import containers_of, env_of, render, workspace
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.security import ClientSecurity, client_channel

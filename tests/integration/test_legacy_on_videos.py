@@ -7,8 +7,8 @@ import shutil
 
 import numpy as np
 import pytest
-from video_files import gradient, write_video
 
+from tests.support.video_files import gradient, write_video
 from theval_mesh.commands.cli import main as cli
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics import legacy as lm

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
-from mesh_support import Mesh, sample, scrape
 
+from tests.support.mesh_support import Mesh, sample, scrape
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
 from theval_mesh.synth import generate_kit
 

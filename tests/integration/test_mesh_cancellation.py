@@ -9,8 +9,8 @@ import time
 import grpc
 import psutil
 import pytest
-from mesh_support import Mesh, sample, scrape
 
+from tests.support.mesh_support import Mesh, sample, scrape
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, landmarks_pb2, landmarks_pb2_grpc

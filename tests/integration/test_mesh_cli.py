@@ -12,9 +12,9 @@ import time
 
 import grpc
 import pytest
-from certificates import issue, make_ca
-from processes import takes_ctrl_c
 
+from tests.support.certificates import issue, make_ca
+from tests.support.processes import takes_ctrl_c
 from theval_mesh.commands.cli import main
 from theval_mesh.rpc.launcher import QUIET, ServiceProcess
 from theval_mesh.rpc.security import ClientSecurity, client_channel

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
-from mesh_support import Mesh, sample, scrape
 
+from tests.support.mesh_support import Mesh, sample, scrape
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.config import Config
@@ -72,7 +72,7 @@ def test_bad_inputs_get_their_status_code_and_the_server_keeps_serving(clips, me
         (C.INVALID_ARGUMENT, dict(uri=good, settings=common_pb2.RunSettings(profile="nope")), "profile"),
     ]
     for code, request, detail in cases:
-        detail_seen = expect(code, lambda: mesh.evaluate(**request))
+        detail_seen = expect(code, lambda request=request: mesh.evaluate(**request))
         assert detail in detail_seen, (request.get("uri"), detail_seen)
         # ... and the next valid call is served
         assert mesh.evaluate(clips["good"][1]).result.status == "ok"
@@ -235,7 +235,7 @@ def test_malformed_arrays_sent_to_the_headpose_service_are_invalid_arguments(mes
     with grpc.insecure_channel(mesh.procs["headpose"].address) as channel:
         stub = headpose_pb2_grpc.HeadPoseServiceStub(channel)
         for case, message, why in cases:
-            detail = expect(C.INVALID_ARGUMENT, lambda: stub.Estimate(message, timeout=30))
+            detail = expect(C.INVALID_ARGUMENT, lambda message=message: stub.Estimate(message, timeout=30))
             assert why in detail and "\n" not in detail and "Traceback" not in detail, (case, detail)
         assert len(stub.Estimate(request(face_rows(3)), timeout=30).pitch) == 3  # a normal request
 
@@ -256,7 +256,7 @@ def test_malformed_arrays_sent_to_the_quality_service_are_invalid_arguments(clip
     with grpc.insecure_channel(mesh.procs["quality"].address) as channel:
         stub = quality_pb2_grpc.QualityServiceStub(channel)
         for case, message, why in cases:
-            detail = expect(C.INVALID_ARGUMENT, lambda: stub.Score(message, timeout=60))
+            detail = expect(C.INVALID_ARGUMENT, lambda message=message: stub.Score(message, timeout=60))
             assert why in detail and "\n" not in detail and "Traceback" not in detail, (case, detail)
         normal = stub.Score(request(series(), series("mouth_quality", num_points=468)), timeout=60)
         assert normal.frame_count > 0
@@ -282,7 +282,7 @@ def test_path_edge_cases_get_a_short_error_never_an_internal_one(clips, mesh):
         (C.RESOURCE_EXHAUSTED, "/" + "x" * 20_000_000, "larger than max"),
     ]
     for code, uri, why in cases:
-        detail = expect(code, lambda: mesh.evaluate(uri))
+        detail = expect(code, lambda uri=uri: mesh.evaluate(uri))
         assert why in detail and len(detail) <= 1000, (uri[:80], detail[:200])
     stream = [evaluator_pb2.EvaluateRequest(id="long", video=common_pb2.VideoRef(uri="/" + "x" * 1_500_000))]
     (answer,) = mesh.evaluator.EvaluateStream(iter(stream), timeout=60)

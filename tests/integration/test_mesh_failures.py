@@ -6,8 +6,8 @@ import time
 
 import grpc
 import pytest
-from mesh_support import Mesh, free_port, wait_in_flight
 
+from tests.support.mesh_support import Mesh, free_port, wait_in_flight
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
 from theval_mesh.synth import generate_kit

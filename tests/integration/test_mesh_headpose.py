@@ -7,9 +7,9 @@ first 12 frames: FaceXFormer and the detector cost about a second per frame on 2
 import grpc
 import numpy as np
 import pytest
-from mesh_support import Mesh, ServiceProcess
-from model_parity_set import clips, cut, frames_of
 
+from tests.support.mesh_support import Mesh, ServiceProcess
+from tests.support.model_parity_set import clips, cut, frames_of
 from theval_mesh.core.engine import Engine
 from theval_mesh.jobs.pipeline import check
 from theval_mesh.pure.errors import UserError

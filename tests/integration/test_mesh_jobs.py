@@ -5,8 +5,8 @@ import os
 
 import grpc
 import pytest
-from mesh_support import Mesh, scrape
 
+from tests.support.mesh_support import Mesh, scrape
 from theval_mesh.rpc.v1 import evaluator_pb2
 from theval_mesh.synth import generate_kit, write_bad_inputs
 

@@ -6,8 +6,8 @@ import time
 import grpc
 import numpy as np
 import pytest
-from mesh_support import Mesh, sample, scrape
 
+from tests.support.mesh_support import Mesh, sample, scrape
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.synth import generate_kit
 

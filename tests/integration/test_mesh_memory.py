@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
-from mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
-from video_files import gradient, raw_h264, tone, write_video
 
+from tests.support.mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
+from tests.support.video_files import gradient, raw_h264, tone, write_video
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.memory_budget import MIB, video_bytes

@@ -3,8 +3,8 @@ import dataclasses
 
 import grpc
 import pytest
-from mesh_support import Mesh
 
+from tests.support.mesh_support import Mesh
 from theval_mesh.core.engine import Engine
 from theval_mesh.core.results import json_safe
 from theval_mesh.pure.scoring.final_score import RawRow, leaderboard

@@ -1,11 +1,11 @@
-"""Two evaluators on one PostgreSQL store (a real server, tests/postgres_support.py) in front of
+"""Two evaluators on one PostgreSQL store (a real server, tests/support/postgres_support.py) in front of
 the same four services: what the Kubernetes evaluator Deployment with more than one replica
 relies on. A GT reference set made through one is scored against through the other, a video
 scored through either counts in the leaderboard of both, and a job submitted to one is followed,
 cancelled and read through the other."""
 import pytest
-from mesh_support import Mesh
 
+from tests.support.mesh_support import Mesh
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
 from theval_mesh.synth import generate_kit

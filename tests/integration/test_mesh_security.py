@@ -9,10 +9,10 @@ import time
 
 import grpc
 import pytest
-from certificates import issue, make_ca
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
 
+from tests.support.certificates import issue, make_ca
+from tests.support.mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.security import ClientSecurity, client_channel
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc, landmarks_pb2_grpc
@@ -100,7 +100,8 @@ def test_the_api_needs_a_known_token_and_health_does_not(mesh, pki):
     for token in (None, "x" * 40, ALICE[:-1] + "b"):
         stub, channel = evaluator_as(mesh, pki, token)
         with channel:
-            got, detail = code_of(lambda: stub.ListReferences(evaluator_pb2.ListReferencesRequest(), timeout=10))
+            got, detail = code_of(
+                lambda stub=stub: stub.ListReferences(evaluator_pb2.ListReferencesRequest(), timeout=10))
         assert got == C.UNAUTHENTICATED and "bearer token" in detail
     with client_channel(mesh.procs["evaluator"].address, ClientSecurity(pki["ca"])) as channel:
         status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10).status
@@ -159,7 +160,7 @@ def test_names_and_limits(mesh, pki, videos):
     gt = [common_pb2.VideoRef(uri=str(videos / "gt"))]
     # Names: length and characters checked, a huge one not echoed back.
     for name in ("x" * (5 << 20), "line\nbreak", " padded", ""):
-        got, detail = code_of(lambda: alice.CreateReference(
+        got, detail = code_of(lambda name=name: alice.CreateReference(
             evaluator_pb2.CreateReferenceRequest(name=name, videos=gt), timeout=60))
         assert got == C.INVALID_ARGUMENT and len(detail) < 300, (name[:20], detail[:300])
     # Jobs: workers and jobs at once are capped; another caller's job does not exist for it.
@@ -171,7 +172,7 @@ def test_names_and_limits(mesh, pki, videos):
     assert got == C.RESOURCE_EXHAUSTED and "--max-jobs" in detail
     for call in (bob.GetJob, bob.CancelJob, lambda r, timeout: list(bob.StreamJob(r, timeout=timeout)),
                  lambda r, timeout: list(bob.GetJobResults(r, timeout=timeout))):
-        got, detail = code_of(lambda: call(evaluator_pb2.JobRequest(id=job.id), timeout=30))
+        got, detail = code_of(lambda call=call: call(evaluator_pb2.JobRequest(id=job.id), timeout=30))
         assert got == C.NOT_FOUND and job.id in detail and "sqlite" not in detail and "latest" not in detail
     # The job's driver reaches this evaluator over TLS with a token of its own, and scores.
     final = list(alice.StreamJob(evaluator_pb2.JobRequest(id=job.id), timeout=600))[-1]
@@ -200,7 +201,7 @@ def test_a_call_without_a_known_token_is_refused_before_its_body_is_read(mesh, p
     for who, token in (("no token", None), ("an unknown token", "x" * 40), ("alice", ALICE)):
         stub, channel = evaluator_as(mesh, pki, token)
         with channel:
-            outcomes[who] = measured(pid, lambda: stub.Evaluate(request, timeout=120))
+            outcomes[who] = measured(pid, lambda stub=stub: stub.Evaluate(request, timeout=120))
     for who in ("no token", "an unknown token"):
         code, _, grown = outcomes[who]
         assert code == C.UNAUTHENTICATED and grown < 10, (who, outcomes[who])

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from model_parity_set import DIR, METRICS, SEED, clips, cut, first_frames, frames_of, oracle
-from parity_set import clip
 
+from tests.support.model_parity_set import DIR, METRICS, SEED, clips, cut, first_frames, frames_of, oracle
+from tests.support.parity_set import clip
 from theval_mesh.pure.exit_codes import EXIT_NOT_RANKED
 from theval_mesh.stores.job_store import SqlJobStore
 

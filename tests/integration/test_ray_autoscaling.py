@@ -6,7 +6,7 @@ job starts with no worker; the autoscaler adds workers up to the maximum while t
 lasts, every video is scored exactly once, and the workers go after the idle timeout.
 
 The cluster stays on loopback behind a token (as the project's local Rays, jobs.pipeline), runs
-from its own temp folder, and is stopped by killing its own process group (tests/ray_support.py):
+from its own temp folder, and is stopped by killing its own process group (tests/support/ray_support.py):
 never `ray stop`, which would stop every Ray on the machine."""
 import json
 import os
@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from k8s_support import render, workspace
-from ray_support import RayHead
 
+from tests.support.k8s_support import render, workspace
+from tests.support.ray_support import RayHead
 from theval_mesh.core.inputs import plan
 from theval_mesh.jobs.pipeline import _private_ray, run_ray
 from theval_mesh.pure.settings import RunSettings

@@ -15,10 +15,14 @@ frames silent_lip_stability.py kept: both must come out identical here.
 import numpy as np
 import pytest
 import torch
-from parity_set import clip, oracle
 
-from theval_mesh.backends.audio.backend import (AudioBackend, load_vad_model, segments_from_probabilities,
-                                                speech_probabilities)
+from tests.support.parity_set import clip, oracle
+from theval_mesh.backends.audio.backend import (
+    AudioBackend,
+    load_vad_model,
+    segments_from_probabilities,
+    speech_probabilities,
+)
 from theval_mesh.backends.audio.model import JIT_FILE
 from theval_mesh.backends.audio.resample import resample
 from theval_mesh.backends.media.audio import MOVIEPY_RATE

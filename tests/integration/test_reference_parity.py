@@ -37,8 +37,8 @@ import sys
 
 import numpy as np
 import pytest
-from parity_set import CLIPS, METRICS, oracle
 
+from tests.support.parity_set import CLIPS, METRICS, oracle
 from theval_mesh.backends.audio.backend import AudioBackend
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.stages import LocalVideo, new_result, score
@@ -91,7 +91,7 @@ def jitter(ours):
     out = {m: {} for m in METRICS}
     for name, row in ours.items():
         result = new_result("parity", CLIPS / f"{name}.mp4", settings, {})
-        score(lambda: _JitteredVideo(CLIPS / f"{name}.mp4", settings, audio, None), result, settings)
+        score(lambda name=name: _JitteredVideo(CLIPS / f"{name}.mp4", settings, audio, None), result, settings)
         for m in METRICS:
             out[m][name] = abs(result.metrics[m] - float(row[m])) / abs(float(row[m]))
     return out

@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
-from browser import artefacts, browser_page
-from video_files import tone, write_video
 
+from tests.support.browser import artefacts, browser_page
+from tests.support.video_files import tone, write_video
 from theval_mesh.commands.cli import main
 from theval_mesh.stores.study_store import EXPORT_COLUMNS
 from theval_mesh.studies.study_server import WORKERS, load_study, make_server, url_of

@@ -2,7 +2,7 @@
 triton_models/, started by these tests on loopback ports.
 
 The published quality weights cannot be fetched here, so Triton and the in-process path both load
-FAKE weights (random weights of the real architectures, tests/fake_weights.py) from a temporary
+FAKE weights (random weights of the real architectures, tests/support/fake_weights.py) from a temporary
 store: the numbers mean nothing, but both paths must produce the same ones."""
 import json
 import threading
@@ -11,8 +11,8 @@ import time
 import grpc
 import numpy as np
 import pytest
-from mesh_support import free_port, scrape, wait_in_flight
 
+from tests.support.mesh_support import free_port, scrape, wait_in_flight
 from theval_mesh.backends.audio.backend import AudioBackend, load_vad_model, speech_probabilities
 from theval_mesh.backends.headpose.facexformer import FaceXFormerHeadPose
 from theval_mesh.backends.media.decode import MediaReader
@@ -46,7 +46,7 @@ def start_triton(tmp, store, models=None, ports=None) -> TritonServer:
 def triton_store(tmp_path_factory):
     """The quality models' and FaceXFormer's stand-ins in one store (seed 0, byte for byte the
     files of fake_store and headpose_store): Triton serves every model of its repository."""
-    from fake_weights import write_fake_store
+    from tests.support.fake_weights import write_fake_store
     return write_fake_store(tmp_path_factory.mktemp("triton-weights"), headpose=True)
 
 
@@ -331,8 +331,7 @@ def test_triton_beyond_loopback_needs_mutual_tls_and_serves_callers_with_a_certi
     on loopback. Started here on 127.0.0.1 with TLS on: nothing listens beyond loopback."""
     import os
 
-    from container_support import containers
-
+    from scripts import containers
     from theval_mesh.pure.errors import UserError
     from theval_mesh.rpc.security import ClientSecurity
     with pytest.raises(UserError, match="mutual TLS"):

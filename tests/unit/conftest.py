@@ -1,5 +1,6 @@
 import pytest
-from inprocess_mesh import MAX_VIDEO_BYTES, InProcessMesh
+
+from tests.support.inprocess_mesh import MAX_VIDEO_BYTES, InProcessMesh
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@ declared, computed and tested as the page's steps say, the checks it names pass 
 fails, and `theval score` scores it as the page says."""
 import re
 
-from page_support import ROOT, add_file, blocks, copy_repository, insert, run
+from tests.support.page_support import ROOT, add_file, blocks, copy_repository, insert, run
 
 PAGE = ROOT / "docs" / "adding-a-metric.md"
 REGISTRY = "services/theval_mesh/pure/metrics/registry.py"

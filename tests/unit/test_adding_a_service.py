@@ -9,16 +9,16 @@ import subprocess
 import sys
 
 import grpc
-from page_support import ROOT, add_file, blocks, copy_repository, environment, insert, run
+import pytest
 
+from tests.support.page_support import ROOT, add_file, blocks, copy_repository, environment, insert, run
 from theval_mesh.rpc import probe
 from theval_mesh.rpc.v1 import common_pb2
 
 PAGE = ROOT / "docs" / "adding-a-service.md"
 DERIVED = """
-import json, sys
-sys.path.insert(0, "scripts")
-import containers, images, k8s
+import json
+from scripts import containers, images, k8s
 from theval_mesh.commands import mesh
 from theval_mesh.rpc import config
 from theval_mesh.service.main import SERVICE_MODULES
@@ -65,6 +65,7 @@ def follow_the_page(repo):
                before="  - name: theval-tls-evaluator")
 
 
+@pytest.mark.k8s  # runs test_k8s_manifests.py's checks in the copy: kubectl renders its manifests
 def test_following_the_page_adds_a_service_everywhere(tmp_path):
     repo = copy_repository(tmp_path, "services", "tests", "scripts", "docker", "protos", "k8s", "monitoring",
                            "docs", "pyproject.toml")

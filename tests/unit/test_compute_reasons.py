@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 import pytest
-from video_files import gradient, write_video
 
+from tests.support.video_files import gradient, write_video
 from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import estimate
 from theval_mesh.backends.landmarks.series import LandmarkSeries

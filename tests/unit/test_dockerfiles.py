@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from container_support import containers, images, load_script
 
+from scripts import containers, dockerfiles, images
 from theval_mesh.rpc.config import OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ def test_every_image_has_its_dockerfile_and_no_dockerfile_is_unbuilt():
 
 
 def test_the_service_dockerfiles_are_made_from_their_templates():
-    made = load_script("dockerfiles").generated()
+    made = dockerfiles.generated()
     assert {p.name.removesuffix(".Dockerfile") for p in made} >= set(images.SERVICE_IMAGES)
     for path, text in made.items():
         assert path.read_text() == text, (f"docker/{path.name} is not what its template makes: edit docker/templates/ "

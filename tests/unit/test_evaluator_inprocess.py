@@ -1,13 +1,13 @@
-"""The evaluator servicer through its gRPC stub, on an in-process mesh (tests/inprocess_mesh.py: the
+"""The evaluator servicer through its gRPC stub, on an in-process mesh (tests/support/inprocess_mesh.py: the
 four leaf services and the evaluator on loopback ports in this process, real backends, quality in
 proxy mode): a tiny clip scores, and requests outside the rules get their status and a detail."""
 import math
 
 import grpc
 import pytest
-from inprocess_mesh import MAX_VIDEO_BYTES
-from video_files import gradient, tone, write_video
 
+from tests.support.inprocess_mesh import MAX_VIDEO_BYTES
+from tests.support.video_files import gradient, tone, write_video
 from theval_mesh.rpc.protocol import RESULT_TRAILER
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from reference_tools.facexformer_reference import random_inputs
+
+from tests.reference_tools.facexformer_reference import random_inputs
 from theval_mesh.backends import stand_in
 from theval_mesh.backends.headpose import facexformer_net as fx
 

@@ -1,4 +1,4 @@
-"""Seeded byte mutations of real videos (tests/media_fuzz.py) through every part that parses them:
+"""Seeded byte mutations of real videos (tests/support/media_fuzz.py) through every part that parses them:
 the decoder (each mutant in a child process, so a native crash is caught and named), the job's
 scorer in this process (jobs.pipeline.ScoringWorker: what `theval evaluate` and bulk jobs run), and the
 evaluator over gRPC (the in-process mesh: real servers on loopback). Every outcome is a result, or
@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 
 import grpc
-import media_fuzz
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tests.support import media_fuzz
 from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.jobs.pipeline import ScoringWorker
 from theval_mesh.pure.settings import RunSettings

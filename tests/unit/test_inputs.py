@@ -6,8 +6,8 @@ import os
 import socket
 
 import pytest
-from video_files import gradient, write_video
 
+from tests.support.video_files import gradient, write_video
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.commands.cli import main
 from theval_mesh.core.inputs import Item, discover, parse_model_arg, plan, videos_in

@@ -1,15 +1,15 @@
 """Inputs a security probe sent: lying headers, images named .mp4, bogus time bases, rotated
 phone videos and NaN audio. Every file is written here with PyAV, numpy and PIL (no mocks)."""
 import io
+import struct
 import subprocess
 import sys
-import struct
 
 import av
 import numpy as np
 import pytest
-from video_files import gradient, image_bytes, raw_h264, tone, without_decoder, write_video
 
+from tests.support.video_files import gradient, image_bytes, raw_h264, tone, without_decoder, write_video
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.pure.errors import InputTooLarge, VideoError
 from theval_mesh.pure.limits import Limits
@@ -218,6 +218,7 @@ def test_a_video_with_nan_audio_scores_with_nan_sync_metrics_and_the_reason(tmp_
 
 # 5. Large frames waiting for their quality batch.
 
+@pytest.mark.slow  # encodes and decodes 40 frames of 4096x4096 (about 30 s)
 def test_large_frames_wait_for_the_proxy_scaled_down_and_score_the_same(tmp_path):
     """A 4096x4096 clip: the quality pass keeps each frame as the proxy sees it (<= 256 px), not
     64 full frames (3.2 GB), and the scores equal the proxy's on the full frames."""

@@ -8,13 +8,13 @@ from concurrent import futures
 
 import grpc
 import pytest
-from container_support import containers
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from scripts import containers
 from theval_mesh.rpc import probe
 from theval_mesh.rpc.config import SERVICES
 from theval_mesh.rpc.launcher import free_port

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from metric_names import exported_series, metric_names
 
+from tests.support.metric_names import exported_series, metric_names
 from theval_mesh.commands.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,11 +25,13 @@ def promtool(*args):
     return subprocess.run([binary, *args], capture_output=True, text=True, cwd=MONITORING)
 
 
+@pytest.mark.promtool
 def test_promtool_checks_the_rules():
     done = promtool("check", "rules", "rules.yml")
     assert done.returncode == 0 and "SUCCESS: 10 rules found" in done.stdout, done.stdout + done.stderr
 
 
+@pytest.mark.promtool
 def test_the_rules_unit_tests_pass():
     done = promtool("test", "rules", "rules.test.yml")
     assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
@@ -84,6 +86,7 @@ def test_the_dashboard_is_well_formed_and_covers_the_mesh():
     assert rows == ["Throughput", "Latency", "Errors", "Queue depth", "Job progress"]
 
 
+@pytest.mark.promtool
 def test_prometheus_config_command_writes_a_config_promtool_accepts(tmp_path, capsys):
     assert main(["mesh", "prometheus-config", "--target", "evaluator=127.0.0.1:9464", "--target",
                  "landmarks=127.0.0.1:9465", "--rules", str(MONITORING / "rules.yml")]) == 0

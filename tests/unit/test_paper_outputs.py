@@ -14,8 +14,7 @@ from theval_mesh.core.results import OK, VideoResult
 from theval_mesh.outputs import results_files
 from theval_mesh.pure.metrics.registry import REGISTRY
 from theval_mesh.pure.scoring import tables
-from theval_mesh.pure.scoring.final_score import (Leaderboard, RawRow, ScoredRow, final_score, group_scores,
-                                                  leaderboard)
+from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, ScoredRow, final_score, group_scores, leaderboard
 from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS
 from theval_mesh.pure.scoring.uncertainty import Bootstrap, Intervals
 

@@ -1,4 +1,4 @@
-"""jobs.pipeline's rules, on jobs that score through a real mesh in this process (tests/inprocess_mesh.py)
+"""jobs.pipeline's rules, on jobs that score through a real mesh in this process (tests/support/inprocess_mesh.py)
 and a real SQLite job store:
   - a transient failure (a mesh service down: the evaluator answers UNAVAILABLE) puts the video back,
     after a growing pause, up to MAX_ATTEMPTS; past that the job stops "interrupted" with the reason
@@ -14,8 +14,8 @@ import time
 
 import prometheus_client
 import pytest
-from video_files import gradient, tone, write_video
 
+from tests.support.video_files import gradient, tone, write_video
 from theval_mesh.core.inputs import Item
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.pipeline import QUEUED_PER_ACTOR, JobStopped, run_inline, run_ray

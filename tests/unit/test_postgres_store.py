@@ -1,4 +1,4 @@
-"""The stores on a real PostgreSQL server (tests/postgres_support.py), as evaluators on several pods
+"""The stores on a real PostgreSQL server (tests/support/postgres_support.py), as evaluators on several pods
 use them: one database seen by every process, one claim of a job among racing drivers, migrations
 run once, a password never shown, a server restart survived. The stores' own behaviour is tested
 on both databases by test_job_store.py and test_reference_sets.py."""
@@ -119,7 +119,7 @@ def test_no_server_is_a_clear_error(postgres):
 
 
 def test_a_server_restart_is_survived(postgres, url):
-    from postgres_support import wait_until_accepting
+    from tests.support.postgres_support import wait_until_accepting
     store = SqlJobStore(url)
     job = a_job(store)
     postgres.stop()

@@ -2,7 +2,7 @@
 aligned with facexlib), built with the installed pyiqa, whatever checkpoint that pyiqa's own
 `topiq_nr-face` names (0.1.16: CGFIQA, which THEval does not use).
 
-The weights are FAKE (tests/fake_weights.py): random tensors of the real architectures under the
+The weights are FAKE (tests/support/fake_weights.py): random tensors of the real architectures under the
 published file names, so the scores mean nothing; the loading, alignment and scoring code is
 pyiqa's and facexlib's own. No test touches the network."""
 import dataclasses
@@ -13,8 +13,8 @@ import skimage.data
 import skimage.transform
 
 from theval_mesh.backends.quality import QualityBackend
-from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.quality.local_models import LocalModels
+from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import METRIC_MODELS, MODELS
 from theval_mesh.pure.errors import UserError, WeightsMissing
 
@@ -74,7 +74,7 @@ def face_store(tmp_path_factory):
     """FAKE weights of the face model (random init, see fake_weights.py), plus a fake CGFIQA file
     that must never be loaded; the other models' files are placeholders, present so that paper
     mode starts, never loaded by these tests."""
-    from fake_weights import write_fake_store
+    from tests.support.fake_weights import write_fake_store
     store = write_fake_store(tmp_path_factory.mktemp("fake-face-weights"), [FACE])
     write_fake_cgfiqa(store)
     placeholders(store, ws.missing_files(store))
@@ -236,6 +236,7 @@ def test_a_pyiqa_that_would_not_align_faces_is_refused(face_store, no_network):
     assert not no_network
 
 
+@pytest.mark.slow  # the face model on many images from several threads (about 12 s)
 def test_concurrent_calls_of_the_face_model_give_what_each_gives_alone(face_store, no_network):
     """The quality service scores several videos at once on threads: the face model keeps the faces
     of the image in progress, so its calls must not interleave (they once failed with

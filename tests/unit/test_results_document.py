@@ -7,8 +7,8 @@ import json
 import math
 
 import numpy as np
-from results_schema import validate_results
 
+from tests.support.results_schema import validate_results
 from theval_mesh.core import aggregate
 from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.outputs import results_files

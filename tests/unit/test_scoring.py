@@ -8,10 +8,27 @@ import pytest
 
 from theval_mesh.commands import score as score_command
 from theval_mesh.pure.errors import UserError
-from theval_mesh.pure.scoring import (GROUPS, METRICS, PUBLISHED_PROVENANCE, IncompatibleBackends, RawRow, ScoringError,
-                                      canonical_metric, check_compatible, final_score, format_leaderboard_text,
-                                      leaderboard, leaderboard_markdown, normalised, parse_weights, published_gt,
-                                      published_leaderboard, read_raw_csv, write_leaderboard_csv, write_raw_csv)
+from theval_mesh.pure.scoring import (
+    GROUPS,
+    METRICS,
+    PUBLISHED_PROVENANCE,
+    IncompatibleBackends,
+    RawRow,
+    ScoringError,
+    canonical_metric,
+    check_compatible,
+    final_score,
+    format_leaderboard_text,
+    leaderboard,
+    leaderboard_markdown,
+    normalised,
+    parse_weights,
+    published_gt,
+    published_leaderboard,
+    read_raw_csv,
+    write_leaderboard_csv,
+    write_raw_csv,
+)
 
 
 def row(model, values, counts=None, provenance=None):

@@ -5,9 +5,9 @@ from concurrent import futures
 
 import grpc
 import pytest
-from certificates import issue, make_ca
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from tests.support.certificates import issue, make_ca
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.user_names import check_name
 from theval_mesh.rpc import config

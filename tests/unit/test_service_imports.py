@@ -5,8 +5,8 @@ import re
 
 import pytest
 from packaging.requirements import Requirement
-from service_imports import measure
 
+from tests.support.service_imports import measure
 from theval_mesh.pure.services import BY_NAME, SERVICES
 
 # The heavy dependencies a service must not load at start-up (the models it serves load on their own).

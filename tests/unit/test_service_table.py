@@ -7,8 +7,8 @@ from dataclasses import fields
 from pathlib import Path
 
 import yaml
-from container_support import containers, images
 
+from scripts import containers, images
 from theval_mesh.pure.services import BY_NAME, DEPENDENCIES, SERVICES, TABLE
 from theval_mesh.pure.settings import RunSettings
 

@@ -3,8 +3,8 @@ std or a variance of differences over the frames, which one or two samples canno
 import math
 
 import pytest
-from video_files import write_video
 
+from tests.support.video_files import write_video
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.compute import MetricValues
 from theval_mesh.core.engine import Engine

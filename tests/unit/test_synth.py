@@ -211,8 +211,11 @@ def test_pixels_follow_the_variants(kit, decoded):
     still = np.flatnonzero((sig["mouth_open"] == 0) & (sig["brow_raise"] < 1e-3))
     assert np.abs(static[still[0]] - static[still[-1]]).mean() < 1.5
     assert np.abs(gt_frames[still[0]] - gt_frames[still[-1]]).mean() > 3  # GT moved meanwhile
+
     # blur removes detail, noise adds about 20/255 of it
-    lap = lambda f: np.var(np.diff(f, 2, axis=1))
+    def lap(f):
+        return np.var(np.diff(f, 2, axis=1))
+
     blur = decoded(clip, "blur")[0].astype(np.float32)
     noise = decoded(clip, "noise")[0].astype(np.float32)
     assert lap(blur[10]) < 0.2 * lap(gt_frames[10])

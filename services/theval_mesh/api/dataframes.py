@@ -2,9 +2,8 @@
 from typing import TYPE_CHECKING
 
 from theval_mesh.core.results import VideoResult
-from theval_mesh.pure.scoring.names import FINAL, GROUPS
+from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS
 from theval_mesh.pure.scoring.names import KEYS as METRIC_KEYS
-from theval_mesh.pure.scoring.names import METRICS
 from theval_mesh.pure.scoring.tables import COUNT_PREFIX
 
 if TYPE_CHECKING:

@@ -2,8 +2,15 @@
 inverse of rpc.status.CODES, for the Client's callers."""
 import grpc
 
-from theval_mesh.pure.errors import (AccessDenied, AlreadyExists, InputTooLarge, NotFound, Overloaded, ServiceError,
-                                     UserError)
+from theval_mesh.pure.errors import (
+    AccessDenied,
+    AlreadyExists,
+    InputTooLarge,
+    NotFound,
+    Overloaded,
+    ServiceError,
+    UserError,
+)
 from theval_mesh.rpc.admission import is_busy
 
 C = grpc.StatusCode

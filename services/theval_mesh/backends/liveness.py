@@ -9,7 +9,6 @@ import threading
 
 from theval_mesh.pure.errors import Cancelled
 
-
 # The client's deadline timer started before ours (our deadline is its timeout counted from when the
 # call arrived), so its cancel for a passed deadline reaches us up to a network hop and a busy
 # scheduler early: a call gone this close to its deadline went because the deadline passed.

@@ -336,7 +336,8 @@ def _pyiqa_nets():
             yield qmodel, MUSIQ(**opts), ("head",)
             continue
         real_swin = topiq_arch.create_swin
-        topiq_arch.create_swin = lambda n, **kw: real_swin(n, **{**kw, "pretrained": False})
+        # B023: the lambda runs in this iteration only (create_swin is restored below)
+        topiq_arch.create_swin = lambda n, **kw: real_swin(n, **{**kw, "pretrained": False})  # noqa: B023
         try:  # model_name without "gfiqa": the same tensors, no facexlib helper to build
             net = topiq_arch.CFANet(**{**opts, "backbone_pretrain": False, "model_name": "stand-in"})
         finally:

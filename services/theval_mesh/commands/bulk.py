@@ -5,8 +5,8 @@ background; the driver commits each result as it finishes, so `status` can repor
 store at any time, a crash loses only the videos in flight, and `resume` goes on from there.
 """
 import json
-import shlex
 import os
+import shlex
 import sys
 import time
 from pathlib import Path

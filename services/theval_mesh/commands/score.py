@@ -4,8 +4,14 @@ import math
 from pathlib import Path
 
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
-from theval_mesh.pure.scoring import (format_leaderboard_text, leaderboard, leaderboard_markdown, published_gt,
-                                      read_raw_csv, write_leaderboard_csv)
+from theval_mesh.pure.scoring import (
+    format_leaderboard_text,
+    leaderboard,
+    leaderboard_markdown,
+    published_gt,
+    read_raw_csv,
+    write_leaderboard_csv,
+)
 from theval_mesh.pure.scoring.errors import ScoringError
 from theval_mesh.pure.scoring.final_score import WEIGHTS_EXAMPLE
 

@@ -43,7 +43,10 @@ def register(subparsers) -> None:
 
 def _table(rows, columns) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(columns)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    def line(cells):
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
     return "\n".join([line(columns)] + [line(r) for r in rows])
 
 

@@ -7,8 +7,8 @@ import numpy as np
 
 from theval_mesh.backends.audio.series import AudioSeries
 from theval_mesh.backends.headpose.backend import HeadPose
-from theval_mesh.core.frame_pass import FrameSeries
 from theval_mesh.core.drift import temporal_drift
+from theval_mesh.core.frame_pass import FrameSeries
 from theval_mesh.core.trace import video_trace
 from theval_mesh.pure.metrics.av_offset import av_offset
 from theval_mesh.pure.metrics.eyebrow import eyebrow_dynamics
@@ -18,8 +18,18 @@ from theval_mesh.pure.metrics.lip_sync import MIN_SPEECH_RATIO, lip_sync, mouth_
 from theval_mesh.pure.metrics.loudness import loudness_at
 from theval_mesh.pure.metrics.profiles import REFERENCE
 from theval_mesh.pure.metrics.quality import mean_score
-from theval_mesh.pure.metrics.registry import (EMPTY, LIP_SYNC, LITTLE_SPEECH, MIN_DYNAMIC_FRAMES, NATURALNESS, NO_AUDIO,
-                                               NO_SILENCE, REGISTRY, TOO_FEW_FRAMES, Metric)
+from theval_mesh.pure.metrics.registry import (
+    EMPTY,
+    LIP_SYNC,
+    LITTLE_SPEECH,
+    MIN_DYNAMIC_FRAMES,
+    NATURALNESS,
+    NO_AUDIO,
+    NO_SILENCE,
+    REGISTRY,
+    TOO_FEW_FRAMES,
+    Metric,
+)
 from theval_mesh.pure.metrics.silent_lip import silent_lip_stability
 from theval_mesh.pure.metrics.speech_frames import silent_frames, speech_mask
 from theval_mesh.pure.settings import RunSettings

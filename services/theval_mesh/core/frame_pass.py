@@ -103,7 +103,7 @@ class _Worker(threading.Thread):
                 result = self.step(*item)
                 if self.out is not None:
                     self.out.put(result)
-        except BaseException as err:  # surfaced by the decoding thread (_Pipeline.put / close)
+        except BaseException as err:  # noqa: BLE001 - surfaced by the decoding thread (_Pipeline.put / close)
             self.error = err
             while self.inbox.get() is not None:  # drain, so the decoder never blocks on us
                 pass

@@ -101,6 +101,6 @@ def log_to_mlflow(out: Path, uri: str | None = None, experiment: str = "theval",
             if (out / file).is_file():
                 client.log_artifact(run_id, str(out / file))
         client.set_terminated(run_id)
-    except Exception as err:  # noqa: BLE001 - the results are on disk already; say why the log failed
+    except Exception as err:  # the results are on disk already; say why the log failed
         raise UserError(f"--log-to mlflow: could not log to {uri}: {err} (the results are in {out})") from err
     return uri, run_id

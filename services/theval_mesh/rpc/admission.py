@@ -11,10 +11,11 @@ import time
 
 import grpc
 
+from theval_mesh.rpc.protocol import BUSY
+
 RESERVED_THREADS = 4
 CONTROL = ("/grpc.health.v1.Health/", "/grpc.reflection.")  # not API calls: never counted
 CONTROL_STREAMS = RESERVED_THREADS // 2  # reflection streams open at once: the rest stay for health
-from theval_mesh.rpc.protocol import BUSY
 
 
 def is_busy(err: grpc.RpcError) -> bool:

@@ -30,8 +30,17 @@ from theval_mesh.rpc.memory_budget import MemoryBudget, default_budget, video_by
 from theval_mesh.rpc.security import ClientSecurity, client_channel
 from theval_mesh.rpc.server import channel_options
 from theval_mesh.rpc.status import error_from_rpc
-from theval_mesh.rpc.v1 import (audio_pb2, audio_pb2_grpc, common_pb2, headpose_pb2, headpose_pb2_grpc, landmarks_pb2,
-                                landmarks_pb2_grpc, quality_pb2, quality_pb2_grpc)
+from theval_mesh.rpc.v1 import (
+    audio_pb2,
+    audio_pb2_grpc,
+    common_pb2,
+    headpose_pb2,
+    headpose_pb2_grpc,
+    landmarks_pb2,
+    landmarks_pb2_grpc,
+    quality_pb2,
+    quality_pb2_grpc,
+)
 
 STUBS = {"landmarks": landmarks_pb2_grpc.LandmarksServiceStub, "headpose": headpose_pb2_grpc.HeadPoseServiceStub,
          "quality": quality_pb2_grpc.QualityServiceStub, "audio": audio_pb2_grpc.AudioServiceStub}

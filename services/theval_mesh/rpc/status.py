@@ -5,9 +5,22 @@ import logging
 import grpc
 
 from theval_mesh.core.incidents import logged_internal
-from theval_mesh.pure.errors import (AccessDenied, AlreadyExists, Cancelled, InputsRefused, InputTooLarge, NotFound,
-                                     NotRanked, NotServed, Overloaded, ServiceError, UserError, VideoError,
-                                     WeightsMissing, shorten)
+from theval_mesh.pure.errors import (
+    AccessDenied,
+    AlreadyExists,
+    Cancelled,
+    InputsRefused,
+    InputTooLarge,
+    NotFound,
+    NotRanked,
+    NotServed,
+    Overloaded,
+    ServiceError,
+    UserError,
+    VideoError,
+    WeightsMissing,
+    shorten,
+)
 from theval_mesh.pure.scoring.errors import ScoringError
 from theval_mesh.rpc.admission import is_busy
 
@@ -50,7 +63,7 @@ def rpc(method):
     def wrapper(self, request, context):
         try:
             return method(self, request, context)
-        except Exception as err:  # noqa: BLE001 - every error must reach the caller as a status
+        except Exception as err:  # every error must reach the caller as a status
             if context.code() is not None and context.code() != grpc.StatusCode.OK:
                 raise  # already aborted with a code
             code, detail = status_of(err, method.__name__)  # logs an internal error

@@ -285,7 +285,7 @@ class SqlJobStore:
                 "WHERE i.job=? AND i.seq>? ORDER BY i.seq LIMIT ?", (job_id, after, PAGE))
             if not rows:
                 return
-            for seq, text in rows:
+            for _, text in rows:
                 yield VideoResult.from_json(text)
             after = rows[-1][0]
 

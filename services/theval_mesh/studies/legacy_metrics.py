@@ -232,5 +232,8 @@ def format_summary(result: LegacyRun) -> str:
         body.append([s["Model"], *("-" if math.isnan(s[c]) else f"{s[c]:.4f}" for c in lm.COLUMNS),
                      f"{done}/{total}"])
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
-    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return "\n".join([line(head)] + [line(r) for r in body])

@@ -20,8 +20,16 @@ from theval_mesh.synth.face_geometry import FRAME_FACE_WIDTHS, face_geometry
 from theval_mesh.synth.face_warp import FaceRenderer
 from theval_mesh.synth.mp4 import Mp4Writer
 from theval_mesh.synth.speech import SAMPLE_RATE, delay_audio, synthesize_speech
-from theval_mesh.synth.variants import (ALL_VARIANTS, AUDIO_DELAY_S, DESCRIPTIONS, GT, SAME_MOTION_AS_GT, ClipSignals,
-                                        pixel_filter, variant_signals)
+from theval_mesh.synth.variants import (
+    ALL_VARIANTS,
+    AUDIO_DELAY_S,
+    DESCRIPTIONS,
+    GT,
+    SAME_MOTION_AS_GT,
+    ClipSignals,
+    pixel_filter,
+    variant_signals,
+)
 
 GENERATOR_VERSION = 1
 MANIFEST = "manifest.json"

@@ -37,7 +37,7 @@ def load(name: str, store=None):
         if name == "fvd-i3d":
             return torch.jit.load(str(path), map_location="cpu")
         return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # a truncated or foreign file: torch raises many kinds
+    except Exception as err:  # noqa: BLE001 - a truncated or foreign file: torch raises many kinds
         raise WeightsMissing(f"{LEGACY_MODELS[name].metrics} skipped: cannot load {path} "
                              f"({type(err).__name__}: {err})") from None
 

@@ -6,8 +6,8 @@ Inputs are RGB uint8 arrays (H x W x 3). Scores: higher = better.
 import numpy as np
 
 from theval_mesh.backends.quality import proxy
-from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.quality.local_models import LocalModels
+from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import METRIC_MODELS, MODELS
 from theval_mesh.pure.errors import UserError, WeightsMissing
 from theval_mesh.pure.metrics.quality import FRAME_BATCH, MOUTH_BATCH, batches, pad_to_batch

@@ -3,8 +3,8 @@ import threading
 
 import numpy as np
 
-from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.quality.inference import score
+from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import MODELS
 
 

@@ -9,8 +9,13 @@ from theval_mesh.core.stages import analyse_audio
 from theval_mesh.pure.errors import ServiceError, UserError
 from theval_mesh.pure.metrics.profiles import PROFILES, REFERENCE
 from theval_mesh.rpc import telemetry, wire
-from theval_mesh.rpc.servicers.common import (opened_video, request_limit, servicer_service, triton_client,
-                                              until_triton_answers)
+from theval_mesh.rpc.servicers.common import (
+    opened_video,
+    request_limit,
+    servicer_service,
+    triton_client,
+    until_triton_answers,
+)
 from theval_mesh.rpc.status import rpc
 from theval_mesh.rpc.v1 import audio_pb2, audio_pb2_grpc, common_pb2
 

@@ -16,8 +16,14 @@ from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.frame_pass import run_headpose_pass
 from theval_mesh.pure.errors import NotServed, UserError, WeightsMissing
 from theval_mesh.rpc import telemetry, wire
-from theval_mesh.rpc.servicers.common import (opened_video, request_limit, run_settings, servicer_service,
-                                              triton_client, until_triton_answers)
+from theval_mesh.rpc.servicers.common import (
+    opened_video,
+    request_limit,
+    run_settings,
+    servicer_service,
+    triton_client,
+    until_triton_answers,
+)
 from theval_mesh.rpc.status import rpc
 from theval_mesh.rpc.v1 import common_pb2, headpose_pb2, headpose_pb2_grpc
 

@@ -13,8 +13,14 @@ from theval_mesh.core.frame_pass import run_quality_pass
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics.registry import FACE_QUALITY, GLOBAL_AESTHETIC, MOUTH_QUALITY, QUALITY, in_group
 from theval_mesh.rpc import telemetry, wire
-from theval_mesh.rpc.servicers.common import (opened_video, request_limit, run_settings, servicer_service,
-                                              triton_client, until_triton_answers)
+from theval_mesh.rpc.servicers.common import (
+    opened_video,
+    request_limit,
+    run_settings,
+    servicer_service,
+    triton_client,
+    until_triton_answers,
+)
 from theval_mesh.rpc.status import rpc
 from theval_mesh.rpc.v1 import common_pb2, quality_pb2, quality_pb2_grpc
 

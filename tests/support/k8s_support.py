@@ -5,15 +5,14 @@ resources' schemas from k8s/crds/."""
 import gzip
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import k8s  # noqa: E402  (scripts/k8s.py)
+from scripts import k8s
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CRDS = ROOT / "k8s" / "crds"
 RENDERED = ("dev", "gpu", "samples")  # what users apply: both overlays, the samples

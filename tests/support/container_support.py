@@ -2,24 +2,15 @@
 stopped when the session ends) and the images, built in the background from the moment the
 tests are collected (minutes when cold: the torch layers), while the other tests run; the
 container tests are ordered last so that they rarely wait."""
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from scripts import containers
+
+ROOT = Path(__file__).resolve().parents[2]
 CONTAINER_TESTS = ("test_containers.py", "test_k8s_dev_overlay.py")
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-images, containers = load_script("images"), load_script("containers")
 IMAGES = containers.SERVICES + ("triton",)
 
 

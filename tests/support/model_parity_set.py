@@ -7,8 +7,9 @@ from pathlib import Path
 
 import av
 import numpy as np
-from parity_set import DIR as PARITY_DIR
-from parity_set import clip
+
+from tests.support.parity_set import DIR as PARITY_DIR
+from tests.support.parity_set import clip
 
 DIR = PARITY_DIR / "models"
 SEED = 0

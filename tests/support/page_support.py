@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # A block that belongs to a file starts with a comment naming it: "# services/theval_mesh/....py"
 # ("// protos/...proto").
 BLOCK = re.compile(r"^```\w*\n(?:#|//) (\S+)\n(.*?)^```$", re.M | re.S)

@@ -6,8 +6,8 @@ reads them is the real one."""
 from pathlib import Path
 
 import pytest
-from netguard import block_network
 
+from tests.support.netguard import block_network
 from theval_mesh.backends import stand_in
 
 SEED = 0

@@ -2,8 +2,8 @@
 process, so that a native crash (a segfault in ffmpeg or PyAV) is found, named and kept instead of
 killing the test run.
 
-    python tests/media_fuzz.py BASE.mp4 --seed 1 --count 5000 [--keep DIR]
-    python tests/media_fuzz.py --decode FILE
+    python tests/support/media_fuzz.py BASE.mp4 --seed 1 --count 5000 [--keep DIR]
+    python tests/support/media_fuzz.py --decode FILE
 
 prints one JSON summary line: the outcomes by kind, and the mutants that were not a result or a
 VideoError (kept in DIR, named by seed and index, to add to tests/data/fuzz once understood);
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).parent / "data" / "fuzz"
+DATA = Path(__file__).resolve().parents[1] / "data" / "fuzz"
 BASES = ("talking_head.mp4", "talking_head.mkv")  # h264 + AAC, 96x96, 2 s: the same streams in two demuxers
 # Inputs that once crashed a part of the product (kept as found; each named for what it broke).
 CRASHES = sorted(p.name for p in DATA.glob("crash-*"))

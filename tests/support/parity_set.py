@@ -2,7 +2,7 @@
 import csv
 from pathlib import Path
 
-DIR = Path(__file__).resolve().parent / "data" / "parity"
+DIR = Path(__file__).resolve().parents[1] / "data" / "parity"
 CLIPS = DIR / "clips"
 # oracle.csv column (unrounded) of each metric the set covers
 METRICS = ("lip_dynamics", "eyebrow_dynamics", "silent_lip_stability", "lip_sync")

@@ -9,11 +9,10 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from mesh_support import free_port
-
+from tests.support.mesh_support import free_port
 from theval_mesh.rpc.scrape_config import prometheus_config_text
 
-RULES = Path(__file__).resolve().parents[1] / "monitoring" / "rules.yml"
+RULES = Path(__file__).resolve().parents[2] / "monitoring" / "rules.yml"
 
 
 class Prometheus:
