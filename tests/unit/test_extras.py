@@ -103,11 +103,12 @@ def test_help_and_version_need_no_extra():
 
 
 @pytest.mark.parametrize("args,extra,hint", [
-    (["evaluate", "--gt", "gt", "--out", "out"], "landmarks", "worker"),
+    (["evaluate", "--gt", "gt", "--model", "m=gt", "--out", "out"], "landmarks", "worker"),
     (["demo", "--out", "out"], "landmarks", "worker,synth"),
 ])
-def test_a_command_without_its_extra_fails_in_one_line(args, extra, hint, tmp_path):
+def test_a_command_without_its_extra_fails_in_one_line(args, extra, hint, tmp_path, clip_writer):
     (tmp_path / "gt").mkdir()
+    clip_writer("gt/clip.mp4", tone=[0.3])  # something to score: the inputs pass their checks first
     done = base_cli(*args, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
