@@ -64,13 +64,14 @@ def test_help_and_version_work(base_venv, tmp_path):
 
 
 @pytest.mark.parametrize("args,needs", [
-    (["evaluate", "--gt", "gt", "--out", "out"], "'landmarks' extra"),
+    (["evaluate", "--gt", "gt", "--model", "m=gt", "--out", "out"], "'landmarks' extra"),
     (["demo"], "'landmarks' extra"),
     (["report", "out"], "'report' extra"),
 ])
-def test_a_command_without_its_extra_fails_in_one_line(base_venv, tmp_path, args, needs):
+def test_a_command_without_its_extra_fails_in_one_line(base_venv, tmp_path, args, needs, clip_writer):
     (tmp_path / "gt").mkdir()
     (tmp_path / "out").mkdir()
+    clip_writer("gt/clip.mp4", tone=[0.3])  # something to score: the inputs pass their checks first
     done = theval(base_venv, *args, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
