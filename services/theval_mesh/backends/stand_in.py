@@ -122,7 +122,7 @@ def seeded_state(net, seed: int, last_linear: tuple[str, ...] = ()) -> dict:
             elif pname == "weight" and kind.startswith(NORMS):
                 role = "closer" if any(mod_name.endswith(c) for c in RESIDUAL_CLOSERS) else "ones"
             elif pname == "weight" and isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear,
-                                                        torch.nn.Conv1d)):
+                                                        torch.nn.Conv1d, torch.nn.Conv3d)):
                 role = "head" if mod_name in last_linear else "he"
             else:  # bare parameters: embeddings, tokens, relative position tables
                 role = "bare"
@@ -347,13 +347,14 @@ def _pyiqa_nets():
 
 
 def write(store: Path, seed: int = 0, models=None, reference_extras: bool = False,
-          headpose: bool = False) -> dict:
+          headpose: bool = False, legacy=()) -> dict:
     """Write the stand-in files of `models` (default: every quality model; () for none) into `store`
     and the STAND-IN.json marker; returns the marker's content. reference_extras: also the files
     only the reference's code reads: the timm ResNet-50 init of its pyiqa 0.1.13 (`TIMM_RESNET50`,
     safetensors) and, with headpose, torchvision's Swin-B init FaceXFormer's constructor reads
     (`SWIN_B`). headpose: also FaceXFormer's `model.pt` and retina-face 0.0.17's Keras weights
-    (`RETINAFACE_H5`, HDF5)."""
+    (`RETINAFACE_H5`, HDF5). legacy: names of the legacy metrics' networks (registry.LEGACY_MODELS)
+    to write too."""
     import torch
     from facexlib.parsing.parsenet import ParseNet
 
@@ -396,6 +397,9 @@ def write(store: Path, seed: int = 0, models=None, reference_extras: bool = Fals
         if reference_extras:
             save(SWIN_B, swin_b_state(seed, state))
         write_retinaface(store, seed, written)
+    for name in legacy:
+        file_name, state = legacy_state(name, seed)
+        save(file_name, state)
     marker = {"generator": GENERATOR, "seed": seed, "files": written}
     old = read_marker(store)
     if old and old.get("seed") == seed:
@@ -414,3 +418,24 @@ def _write_timm_resnet50(store: Path, seed: int, written: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({k: np.array(v, order="C") for k, v in state.items()}, str(path))
     written[TIMM_RESNET50] = {"values_sha256": values_digest(state), "sha256": sha256_file(path)}
+
+
+def legacy_state(name: str, seed: int) -> tuple[str, dict]:
+    """(file name, state) of a legacy metric's network, as its real file holds it."""
+    from theval_mesh.backends.weights.registry import LEGACY_MODELS
+
+    if name == "syncnet":
+        from theval_mesh.backends.legacy.syncnet import SyncNet
+
+        # syncnet_v2.model predates BatchNorm's num_batches_tracked (torch 0.4.1): not in the file
+        state = seeded_state(SyncNet(), seed, last_linear=("netfcaud.3", "netfclip.3"))
+        # SyncNet reads raw 0..255 pixels and unscaled MFCCs: He-random first kernels would answer
+        # the brightness and the loudness, the same in every window, and distances would differ by
+        # 0.05 % between shifts. Zero-mean first kernels answer edges, motion and spectral shape,
+        # as a trained front end does, so that the offset search has something to find.
+        for first in ("netcnnlip.0.weight", "netcnnaud.0.weight"):
+            w = state[first]
+            state[first] = (w - w.mean(axis=tuple(range(1, w.ndim)), keepdims=True)).astype(np.float32)
+        return LEGACY_MODELS[name].main.name, {k: v for k, v in state.items()
+                                               if not k.endswith("num_batches_tracked")}
+    raise UserError(f"no stand-in weights for {name!r} in this version")

@@ -22,6 +22,7 @@ MODULE_EXTRAS = {
     "psycopg": ("jobs",),
     "plotly": ("report",),
     "mlflow": ("mlflow",),
+    "python_speech_features": ("legacy",),
 }
 
 # command -> what to install for its usual run (an extra, or extras joined by commas); a command not
@@ -33,7 +34,7 @@ COMMAND_EXTRAS = {
     "bulk": "worker",
     "synth": "synth",
     "report": "report",
-    "legacy": "landmarks,quality",
+    "legacy": "legacy",
     "mesh": "worker,evaluator",
     "triton": "triton",
     "weights": "quality,facexformer",  # `stand-in` builds the networks (status, verify, fetch: the base)
@@ -47,6 +48,7 @@ COMPOSITES = {
     "worker": ("worker", "landmarks", "facexformer", "quality", "audio", "jobs"),
     "synth": ("synth", "landmarks"),
     "report": ("report", "jobs"),
+    "legacy": ("legacy", "landmarks", "quality"),
 }
 
 

@@ -1,6 +1,7 @@
 """`theval legacy`: the paper's Table 2 legacy metrics (LMD-F, LMD-M, PSNR, SSIM; LSE-C/LSE-D, FID
 and FVD when their networks' weights are in the store) of generated videos against GT videos."""
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
+from theval_mesh.pure.metrics import lse
 
 
 def register(subparsers) -> None:
@@ -8,7 +9,8 @@ def register(subparsers) -> None:
         "legacy", help="legacy metrics for comparison (LMD, PSNR, SSIM, ...: the paper's Table 2)",
         description="Compare each generated video with the GT video of the same file name: LMD-F and "
                     "LMD-M (FaceMesh landmarks, 256-scale px), PSNR and SSIM, frames paired by index "
-                    "up to the shorter video. LSE-C/LSE-D (SyncNet), FID and FVD are empty, with the "
+                    "up to the shorter video; LSE-C/LSE-D and the AV offset (SyncNet, syncnet_python's "
+                    "pipeline) per generated video. LSE-C/LSE-D, FID and FVD are empty, with the "
                     "reason, when their weights are not in the weights store.")
     p.add_argument("--generated", required=True, nargs="+", action="extend", metavar="DIR_OR_FILE",
                    help="folders (one model each) or video files of generated videos")
@@ -20,6 +22,10 @@ def register(subparsers) -> None:
                         "once per path in the same order")
     p.add_argument("--store", metavar="DIR", help="weights store directory (default: $THEVAL_WEIGHTS, "
                                                   "else ~/.cache/theval/weights)")
+    p.add_argument("--lse-pipeline", choices=lse.PIPELINES, default=lse.SYNCNET_PYTHON,
+                   help="syncnet_python (default): its ffmpeg re-encodings, JPEG frames and XVID crops, as the "
+                        "published LSE numbers (needs the ffmpeg program); in-process: the decoded pixels, "
+                        "nothing re-encoded (faster; NOT comparable with published LSE)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -28,11 +34,17 @@ def run(args) -> int:
     from theval_mesh.studies import legacy_metrics  # MediaPipe and scikit-image only when the command runs
 
     models = legacy_metrics.generated_models(args.generated, args.model)
-    result = legacy_metrics.run(models, args.gt, store=args.store, progress=not args.no_progress)
+    result = legacy_metrics.run(models, args.gt, store=args.store, progress=not args.no_progress,
+                                lse_pipeline=args.lse_pipeline)
     videos, summary = legacy_metrics.write_outputs(result, args.out)
     print(legacy_metrics.format_summary(result))
+    for columns, what in result.provenance.items():
+        print(f"{columns}: {what}")
     for reason in result.skipped:
         print(reason)
+    for row in result.rows:
+        if row.lse_reason:
+            print(f"LSE empty: {row.lse_reason}")
     for row in result.failed:
         print(f"failed: {row.reason}")
     print(f"per video: {videos}\nper model: {summary}")

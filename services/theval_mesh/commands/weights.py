@@ -74,7 +74,8 @@ def run(args) -> int:
         from theval_mesh.backends import stand_in
         named = args.model or [*MODELS, *HEADPOSE_MODELS]
         marker = stand_in.write(store, args.seed, [m for m in named if m in MODELS],
-                                args.reference_extras, headpose=any(m in HEADPOSE_MODELS for m in named))
+                                args.reference_extras, headpose=any(m in HEADPOSE_MODELS for m in named),
+                                legacy=[m for m in named if m in LEGACY_MODELS])
         print(f"wrote {len(marker['files'])} stand-in file(s) (seed {args.seed}) to {store}; their "
               "scores mean nothing, `theval weights verify` refuses them and results name them "
               f"{ws.stand_in_label(args.seed)}")

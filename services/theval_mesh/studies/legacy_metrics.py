@@ -2,9 +2,12 @@
 
 Generated and GT videos are paired by file name. Per pair: LMD-F / LMD-M (FaceMesh, one tracking
 pass per video as the project's single pass) and PSNR / SSIM, frames paired by index up to the
-shorter video. LSE-C/LSE-D, FID and FVD need network weights (backends/legacy): NaN, with the
-reason shown once. The math is in pure/metrics/legacy.py.
+shorter video. LSE-C/LSE-D and the AV offset per generated video with SyncNet
+(backends/legacy/syncnet.py: syncnet_python's face tracks, crops and offset search) when its
+weights are in the store. FID and FVD need network weights (backends/legacy): NaN, with the
+reason shown once. The math is in pure/metrics/legacy.py and pure/metrics/lse.py.
 """
+import json
 import math
 from contextlib import ExitStack, closing
 from dataclasses import asdict, dataclass, field
@@ -21,9 +24,10 @@ from theval_mesh.backends.legacy.networks import skip_reason
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.inputs import VIDEO_SUFFIXES, discover, videos_in
 from theval_mesh.pure import csv_cells
-from theval_mesh.pure.errors import UserError, VideoError
+from theval_mesh.pure.errors import UserError, VideoError, WeightsMissing
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.metrics import legacy as lm
+from theval_mesh.pure.metrics import lse
 
 OK, FAILED = "ok", "failed"
 # Network -> the summary columns it would fill (all NaN in this version, see backends/legacy).
@@ -47,6 +51,9 @@ class LegacyRow:
     ssim: float = math.nan
     lse_c: float = math.nan
     lse_d: float = math.nan
+    av_offset: float = math.nan  # SyncNet's, in 25 fps frames (syncnet_python's sign)
+    lse_tracks: int = 0          # face tracks behind LSE (their mean)
+    lse_reason: str = ""         # why LSE is empty for this video when the others are not
     frames_paired: int = 0
     frames_skipped: int = 0
 
@@ -59,6 +66,7 @@ class LegacyRun:
     rows: list[LegacyRow]
     summary: list[dict]                              # one per model, pure.metrics.legacy.summary_row
     skipped: list[str] = field(default_factory=list)  # why the network columns are NaN, once each
+    provenance: dict = field(default_factory=dict)   # column(s) -> what computed them
 
     @property
     def failed(self) -> list[LegacyRow]:
@@ -181,9 +189,22 @@ def summarize(rows: list[LegacyRow], models: list[str], network_values: dict | N
 
 
 def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limits(),
-        progress: bool = True) -> LegacyRun:
+        progress: bool = True, lse_pipeline: str = lse.SYNCNET_PYTHON) -> LegacyRun:
+    if lse_pipeline not in lse.PIPELINES:
+        raise UserError(f"--lse-pipeline {lse_pipeline!r}: one of {', '.join(lse.PIPELINES)}")
     rows = pair_by_name(models, gt_dir)
-    skipped = [skip_reason(name, store) for name in NETWORK_COLUMNS]
+    skipped = [r for r in (skip_reason(name, store) for name in NETWORK_COLUMNS) if r]
+    provenance = {"LMD-F/LMD-M": "MediaPipe FaceMesh (478 points, one tracking pass), 256-scale px",
+                  "PSNR/SSIM": "scikit-image, generated frames resized to the GT's"}
+    net = None
+    if not skip_reason("syncnet", store):
+        from theval_mesh.backends.legacy import syncnet  # torch only when SyncNet runs
+
+        try:
+            net, _ = syncnet.load(store)
+            provenance["LSE-C/LSE-D"] = syncnet.provenance(store, lse_pipeline)
+        except WeightsMissing as err:  # present but not that network: LSE empty, the rest scored
+            skipped.insert(0, str(err))
     todo = [r for r in rows if r.status == OK]
     for row in tqdm(todo, desc="pairs", unit="pair", disable=not progress):
         try:
@@ -191,8 +212,23 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
                 setattr(row, key, value)
         except VideoError as err:  # this pair fails alone, with its reason
             row.status, row.reason = FAILED, str(err)
+            continue
+        if net is not None:
+            _add_sync(row, net, limits, lse_pipeline)
     names = list(dict.fromkeys(m for m, _ in models))
-    return LegacyRun(rows, summarize(rows, names), skipped)
+    return LegacyRun(rows, summarize(rows, names), skipped, provenance)
+
+
+def _add_sync(row: LegacyRow, net, limits: Limits, pipeline: str) -> None:
+    """LSE of the generated video; without audio or a long enough face track only LSE is empty."""
+    from theval_mesh.backends.legacy import syncnet
+
+    try:
+        s = syncnet.video_sync(net, row.video, limits, pipeline)
+    except VideoError as err:
+        row.lse_reason = str(err)
+        return
+    row.lse_c, row.lse_d, row.av_offset, row.lse_tracks = s.lse_c, s.lse_d, float(s.offset), s.tracks
 
 
 # ---------------------------------------------------------------- outputs
@@ -212,13 +248,16 @@ def _write_csv(path: Path, columns, records) -> None:
 
 
 def write_outputs(result: LegacyRun, out_dir) -> tuple[Path, Path]:
-    """legacy.csv (one line per generated video) and legacy_summary.csv (one per model: `Model`,
-    the Table 2 columns, then "n:<column>" counts), in out_dir."""
+    """legacy.csv (one line per generated video), legacy_summary.csv (one per model: `Model`, the
+    Table 2 columns, then "n:<column>" counts) and legacy_provenance.json (what computed each
+    column, why any is empty), in out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     videos, summary = out / "legacy.csv", out / "legacy_summary.csv"
     _write_csv(videos, CSV_COLUMNS, [asdict(r) for r in result.rows])
     _write_csv(summary, list(result.summary[0]) if result.summary else ["Model", *lm.COLUMNS], result.summary)
+    (out / "legacy_provenance.json").write_text(json.dumps(
+        {"provenance": result.provenance, "skipped": result.skipped}, indent=1) + "\n")
     return videos, summary
 
 

@@ -1,8 +1,6 @@
-"""Load a legacy metric's network weights from the weights store (registry.LEGACY_MODELS).
-
-Only loading: this version computes no LSE-C/LSE-D, FID or FVD (their face tracks, audio features
-and clip sampling are not implemented), so present weights are loaded to show they are usable
-and the columns still say why they are empty. Nothing here touches the network.
+"""A legacy metric's network weights in the weights store (registry.LEGACY_MODELS): where the file
+is, what it is (checksum, stand-in or not) and why a metric is skipped without it. SyncNet
+(LSE-C/LSE-D) is computed by backends/legacy/syncnet.py; FID and FVD are only loaded here.
 """
 from pathlib import Path
 
@@ -42,11 +40,26 @@ def load(name: str, store=None):
                              f"({type(err).__name__}: {err})") from None
 
 
+def describe(name: str, store=None) -> str:
+    """`<file> sha256:<hex>`, with `(stand-in:<seed>)` when the store's file is a stand-in: what a
+    legacy value's provenance names."""
+    path = weight_file(name, store)
+    sha = sha256_file(path)
+    seed = ws.stand_in_seed(store, path.name, sha)
+    return f"{path.name} sha256:{sha}" + ("" if seed is None else f" ({ws.stand_in_label(seed)})")
+
+
+COMPUTED = {"syncnet"}  # the networks this version computes metrics with
+
+
 def skip_reason(name: str, store=None) -> str:
     """Why the network's columns are NaN: its weights are missing or unusable, or (loaded) this
-    version does not compute them yet."""
+    version does not compute them yet; "" when it computes them."""
     m = LEGACY_MODELS[name]
     try:
+        if name in COMPUTED:
+            weight_file(name, store)
+            return ""
         load(name, store)
     except WeightsMissing as err:
         return str(err)

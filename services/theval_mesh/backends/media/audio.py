@@ -10,6 +10,8 @@ from the file with ffmpeg (both through libswresample, which PyAV's AudioResampl
   - silent-lip (Synchronization/silent_lip_stability.py at 3603338, lines 25-45): pydub's
     `AudioSegment.from_file`, which has ffmpeg write 16-bit PCM at the native rate and channels
     for AAC/MP3 tracks, exported to a WAV for the VAD.
+LSE-C/LSE-D (syncnet_python, SyncNetInstance.py): ffmpeg `-ac 1 -ar 16000 -acodec pcm_s16le`, i.e.
+libswresample's own downmix to mono and resampling to 16 kHz, 16-bit.
 Not reproduced: moviepy's buffer refills shift its samples by one sample per 200,000 (4.5 s) and
 it sizes the file from the container's duration; both move the 50 ms RMS windows by far less than
 one window.
@@ -21,6 +23,7 @@ import numpy as np
 
 MOVIEPY_RATE = 44100
 MAX_CHANNELS = 8  # 7.1 surround; more in a talking-head video is a damaged header
+SYNCNET_RATE = 16000  # syncnet_python: ffmpeg -ac 1 -ar 16000
 MOVIEPY_CLIP = 32440  # int16(0.99 * 32768): moviepy's +-0.99 clip on 16-bit samples
 EXTRACTION = {
     "reference": "lip-sync: moviepy 1.0.3 defaults (44.1 kHz stereo 16-bit via libswresample, "
@@ -36,6 +39,7 @@ class Audio:
     rate: int
     pcm16: np.ndarray | None = None    # mono float32 of the native-rate 16-bit track (pydub)
     moviepy: np.ndarray | None = None  # mono float32 of moviepy's 44.1 kHz extraction
+    syncnet: np.ndarray | None = None  # float32 of syncnet_python's 16 kHz mono 16-bit extraction
     # Why the track cannot be used (e.g. NaN samples); its signals are then empty, so a reader
     # that ignores `problem` sees an empty track, never silence.
     problem: str | None = None
@@ -92,11 +96,12 @@ class _Pcm16:
 class AudioGatherer:
     """Collects a track's decoded frames; `reference` also runs the reference's two extractions."""
 
-    def __init__(self, reference: bool):
+    def __init__(self, reference: bool, syncnet: bool = False):
         self.chunks, self.rate, self.samples = [], 0, 0
         self.shape = (0, 0)  # (channels, sample rate) of the first frame
         self.problem: str | None = None
         self.extractions = (_Pcm16(), _Pcm16("stereo", MOVIEPY_RATE, MOVIEPY_CLIP)) if reference else ()
+        self.syncnet = _Pcm16("mono", SYNCNET_RATE) if syncnet else None
 
     @property
     def duration_s(self) -> float:
@@ -130,7 +135,7 @@ class AudioGatherer:
             self.chunks = []
             return
         self.chunks.append(a)
-        for e in self.extractions:
+        for e in (*self.extractions, *([self.syncnet] if self.syncnet else [])):
             e.add(frame)
 
     def finish(self) -> Audio:
@@ -140,4 +145,6 @@ class AudioGatherer:
         audio = Audio(_mono(self.chunks), self.rate)
         if self.extractions:
             audio.pcm16, audio.moviepy = (e.finish() for e in self.extractions)
+        if self.syncnet:
+            audio.syncnet = self.syncnet.finish()
         return audio

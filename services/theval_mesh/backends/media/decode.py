@@ -108,11 +108,13 @@ class MediaReader:
     frames. Limits are checked on the header, then again on what is decoded.
     """
 
-    def __init__(self, path, limits: Limits = Limits(), reference_audio: bool = False):
-        """reference_audio: also extract the audio as the reference scripts do (backends.media.audio)."""
+    def __init__(self, path, limits: Limits = Limits(), reference_audio: bool = False, syncnet_audio: bool = False):
+        """reference_audio: also extract the audio as the reference scripts do; syncnet_audio: also
+        as syncnet_python does (both in backends.media.audio)."""
         self.path = str(path)
         self.limits = limits
         self.reference_audio = reference_audio
+        self.syncnet_audio = syncnet_audio
         size = os.path.getsize(self.path) if os.path.isfile(self.path) else 0
         if size > limits.max_bytes:
             raise InputTooLarge(self.path, f"file is {size / 1e6:.0f} MB, over the {limits.max_bytes / 1e6:.0f} MB "
@@ -254,7 +256,7 @@ class MediaReader:
         return audio.finish()
 
     def _gatherer(self) -> AudioGatherer:
-        audio = AudioGatherer(self.reference_audio)
+        audio = AudioGatherer(self.reference_audio, self.syncnet_audio)
         audio.problem = self._audio_problem
         return audio
 

@@ -1,0 +1,200 @@
+"""A video's face tracks as syncnet_python's run_pipeline.py makes them: frames at 25 fps, a face
+detector on every frame, tracks and 224x224 crops (pure/metrics/face_tracks.py), each track's
+audio at 16 kHz mono 16-bit cut to its frames. Two ways, named in provenance (PIPELINES):
+
+  "syncnet_python" (the default when the ffmpeg program is installed): the same ffmpeg commands
+      and OpenCV writer as run_pipeline.py and SyncNetInstance.evaluate, in a temporary folder:
+      the video re-encoded to 25 fps MPEG-4 at q 2 (audio to MP3, the AVI default), its frames
+      written as JPEG at q 2 and read back, the audio extracted at 16 kHz; each track's crops
+      written as an XVID AVI by OpenCV, its audio cut with ffmpeg; the crops extracted as JPEG
+      again (ffmpeg's default quality) and read back. Every lossy step the published LSE numbers
+      went through, so values compare with theirs.
+  "in-process": the decoded pixels and audio, nothing re-encoded (no ffmpeg program needed).
+      Faster, but NOT the published numbers' preprocessing: the JPEG and XVID steps move LSE
+      (`theval robustness` measures by how much on your clips).
+
+Both differ from syncnet_python in two ways, named in provenance (DETECTOR):
+  - the faces are found by MediaPipe's face detector (BlazeFace, short range, its weights ship in
+    the mediapipe package), not S3FD, whose weights `sfd_face.pth` are not in the weights store;
+  - the video is one shot: no PySceneDetect cut detection (talking-head clips are single shots).
+A video not at 25 fps: in-process takes, for each 1/25 s, the frame shown at that time; the
+syncnet_python way lets ffmpeg `-r 25` drop and repeat frames by its own rounding.
+"""
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from theval_mesh.backends.media.decode import MediaReader
+from theval_mesh.pure.errors import UserError, VideoError
+from theval_mesh.pure.limits import Limits
+from theval_mesh.pure.metrics import face_tracks as ft
+from theval_mesh.pure.metrics import lse
+
+DETECTOR = "MediaPipe face detection (BlazeFace short-range; syncnet_python uses S3FD); one shot"
+SYNCNET_PYTHON, IN_PROCESS = lse.SYNCNET_PYTHON, lse.IN_PROCESS
+FFMPEG_TIMEOUT_S = 600
+MIN_CONFIDENCE = 0.5  # MediaPipe's default
+
+
+@dataclass
+class FaceTrack:
+    frames: np.ndarray   # 25 fps frame indices
+    crops: np.ndarray    # (T, 224, 224, 3) uint8, BGR as syncnet_python's cv2 reads them
+    pcm16: np.ndarray    # the track's audio, 16 kHz mono int16
+
+
+class At25fps:
+    """A video's frames at 25 fps: for each 1/25 s, (index, the RGB frame shown at that time).
+    audio=True: after iterating, `pcm16()` is its 16 kHz mono 16-bit track."""
+
+    def __init__(self, path: str, limits: Limits, audio: bool = False):
+        self.path = path
+        self.reader = MediaReader(path, limits, syncnet_audio=audio)
+
+    def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
+        fps = self.reader.info.fps or lse.FPS
+        out = 0
+        for i, rgb in self.reader.frames():
+            shown_until = (i + 1) / fps  # a frame is on screen until the next one's time
+            while out / lse.FPS < shown_until - 1e-9:
+                yield out, rgb
+                out += 1
+
+    def pcm16(self) -> np.ndarray:
+        a = self.reader.audio
+        if a is None or a.problem or a.syncnet is None or not len(a.syncnet):
+            reason = a.problem if a is not None and a.problem else "no audio track"
+            raise VideoError(self.path, f"{reason}: LSE-C/LSE-D compare the lips with the audio")
+        return np.round(a.syncnet * 32768.0).astype(np.int16)
+
+
+def _detector():
+    import mediapipe as mp
+
+    return mp.solutions.face_detection.FaceDetection(model_selection=0, min_detection_confidence=MIN_CONFIDENCE)
+
+
+def _boxes(det, rgb: np.ndarray) -> list[tuple]:
+    """The faces the detector finds in one RGB frame: (x1, y1, x2, y2) in pixels."""
+    h, w = rgb.shape[:2]
+    out = []
+    for d in det.process(rgb).detections or ():
+        b = d.location_data.relative_bounding_box
+        out.append((b.xmin * w, b.ymin * h, (b.xmin + b.width) * w, (b.ymin + b.height) * h))
+    return out
+
+
+def crop(bgr: np.ndarray, s: float, y: float, x: float) -> np.ndarray:
+    """crop_video's window of one frame, resized to 224x224 (cv2's default bilinear)."""
+    pad, (rows, cols) = ft.crop_slices(s, y, x)
+    padded = np.pad(bgr, ((pad, pad), (pad, pad), (0, 0)), "constant", constant_values=(ft.PAD_VALUE, ft.PAD_VALUE))
+    return cv2.resize(padded[rows, cols], (ft.CROP_SIZE, ft.CROP_SIZE))
+
+
+def face_tracks(path: str, limits: Limits = Limits(), pipeline: str = SYNCNET_PYTHON) -> list[FaceTrack]:
+    """The video's face tracks with their crops and audio ([] when no face stays long enough)."""
+    if pipeline == SYNCNET_PYTHON:
+        return _syncnet_python_tracks(path, limits)
+    return _in_process_tracks(path, limits)
+
+
+def _in_process_tracks(path: str, limits: Limits) -> list[FaceTrack]:
+    with _detector() as det:
+        boxes = [_boxes(det, rgb) for _, rgb in At25fps(path, limits)]
+    tracks = ft.tracks(boxes)
+    if not tracks:
+        return []
+    windows = [ft.crop_windows(t) for t in tracks]
+    crops: list[list[np.ndarray]] = [[] for _ in tracks]
+    frames = At25fps(path, limits, audio=True)
+    for i, rgb in frames:
+        bgr = None
+        for k, t in enumerate(tracks):
+            j = i - int(t.frames[0])
+            if 0 <= j < len(t.frames):
+                bgr = rgb[..., ::-1] if bgr is None else bgr
+                crops[k].append(crop(bgr, *windows[k][j]))
+    pcm = frames.pcm16()
+    per_frame = lse.AUDIO_RATE // lse.FPS
+    return [FaceTrack(t.frames, np.stack(c), pcm[int(t.frames[0]) * per_frame:(int(t.frames[-1]) + 1) * per_frame])
+            for t, c in zip(tracks, crops, strict=True)]
+
+
+def ffmpeg_program() -> str | None:
+    return shutil.which("ffmpeg")
+
+
+def _ffmpeg(path: str, *args) -> None:
+    """One ffmpeg command of syncnet_python's (`-y` first, as theirs), bounded in time."""
+    program = ffmpeg_program()
+    if program is None:
+        raise UserError("LSE-C/LSE-D the syncnet_python way need the ffmpeg program (apt-get install ffmpeg), "
+                        "or --lse-pipeline in-process (not the published numbers' preprocessing)")
+    run = subprocess.run([program, "-nostdin", "-loglevel", "error", "-y", *map(str, args)],
+                         capture_output=True, text=True, timeout=FFMPEG_TIMEOUT_S)
+    if run.returncode:
+        raise VideoError(path, f"ffmpeg could not convert it ({run.stderr.strip()[-300:]})")
+
+
+def _opencv_frame_count(video: Path) -> int:
+    cap = cv2.VideoCapture(str(video))
+    n = 0
+    while cap.grab():
+        n += 1
+    cap.release()
+    return n
+
+
+def _jpegs(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.jpg"))
+
+
+def _syncnet_python_tracks(path: str, limits: Limits) -> list[FaceTrack]:
+    """run_pipeline.py then SyncNetInstance.evaluate's conversions (their commands, in order)."""
+    from scipy.io import wavfile
+
+    MediaReader(path, limits).close()  # the header's limits (size, resolution, length) before ffmpeg runs
+    with tempfile.TemporaryDirectory(prefix="theval-lse-") as tmp:
+        t = Path(tmp)
+        (t / "frames").mkdir()
+        _ffmpeg(path, "-i", path, "-qscale:v", "2", "-async", "1", "-r", str(lse.FPS), t / "video.avi")
+        _ffmpeg(path, "-i", t / "video.avi", "-qscale:v", "2", "-threads", "1", "-f", "image2",
+                t / "frames" / "%06d.jpg")
+        _ffmpeg(path, "-i", t / "video.avi", "-ac", "1", "-vn", "-acodec", "pcm_s16le", "-ar", str(lse.AUDIO_RATE),
+                t / "audio.wav")
+        frames = _jpegs(t / "frames")
+        if not frames:
+            raise VideoError(path, "ffmpeg wrote no frame at 25 fps")
+        with _detector() as det:
+            boxes = [_boxes(det, cv2.cvtColor(cv2.imread(str(f)), cv2.COLOR_BGR2RGB)) for f in frames]
+        # The one shot is the frames PySceneDetect reads from video.avi with OpenCV: ffmpeg's image2
+        # extraction can repeat the last frames (dup), which the shot leaves out.
+        boxes = boxes[:_opencv_frame_count(t / "video.avi")]
+        out = []
+        for k, track in enumerate(ft.tracks(boxes)):
+            windows = ft.crop_windows(track)
+            video = t / f"{k:05d}t.avi"
+            writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"XVID"), lse.FPS,
+                                     (ft.CROP_SIZE, ft.CROP_SIZE))
+            for j, index in enumerate(track.frames):
+                writer.write(crop(cv2.imread(str(frames[int(index)])), *windows[j]))
+            writer.release()
+            start, end = track.frames[0] / lse.FPS, (track.frames[-1] + 1) / lse.FPS
+            _ffmpeg(path, "-i", t / "audio.wav", "-ss", f"{start:.3f}", "-to", f"{end:.3f}", t / f"{k:05d}.wav")
+            muxed = t / f"{k:05d}.avi"
+            _ffmpeg(path, "-i", video, "-i", t / f"{k:05d}.wav", "-c:v", "copy", "-c:a", "copy", muxed)
+            # SyncNetInstance.evaluate's own extraction of the crop
+            (t / f"c{k}").mkdir()
+            _ffmpeg(path, "-i", muxed, "-threads", "1", "-f", "image2", t / f"c{k}" / "%06d.jpg")
+            _ffmpeg(path, "-i", muxed, "-async", "1", "-ac", "1", "-vn", "-acodec", "pcm_s16le",
+                    "-ar", str(lse.AUDIO_RATE), t / f"c{k}.wav")
+            crops = np.stack([cv2.imread(str(f)) for f in _jpegs(t / f"c{k}")])
+            _, pcm = wavfile.read(t / f"c{k}.wav")
+            out.append(FaceTrack(track.frames, crops, np.asarray(pcm, np.int16)))
+        return out
