@@ -1,5 +1,6 @@
 """`theval legacy`'s math on arrays (pure/metrics/legacy.py), the weights' loader and the model
 names; real videos through real MediaPipe: tests/integration/test_legacy_on_videos.py."""
+import json
 import math
 
 import cv2
@@ -86,3 +87,22 @@ def test_model_names_default_to_folder_names(tmp_path):
     assert legacy_metrics.generated_models(["x/v.mp4"], ["m"]) == [("m", "x/v.mp4")]
     with pytest.raises(UserError, match="--model given 2 times for 3"):
         legacy_metrics.generated_models(["a", "b", "c"], ["m", "n"])
+
+
+def test_summary_intervals_latex_and_json(tmp_path):
+    rows = [legacy_metrics.LegacyRow("m", f"v{i}.mp4", "g.mp4", lse_c=c, lse_d=10 - c, psnr=30.0)
+            for i, c in enumerate([2.0, 4.0, 6.0, 8.0])]
+    rows.append(legacy_metrics.LegacyRow("n", "w.mp4", "g.mp4", lse_c=9.0, psnr=31.0))
+    summary = legacy_metrics.summarize(rows, ["m", "n"], resamples=2000)
+    m = summary[0]
+    assert m[lm.LSE_C] == 5.0 and 2.0 <= m["LSE-C CI low"] < 5.0 < m["LSE-C CI high"] <= 8.0
+    assert m["PSNR CI low"] == m["PSNR CI high"] == 30.0  # no spread, no width
+    assert math.isnan(summary[1]["LSE-D CI low"])  # no value, no interval
+    run = legacy_metrics.LegacyRun(rows, summary, ["FID skipped: why"], {"LSE-C/LSE-D": "SyncNet x (stand-in:0)"})
+    legacy_metrics.write_outputs(run, tmp_path)
+    tex = (tmp_path / "legacy.tex").read_text()
+    assert r"LSE-C $\uparrow$ & LSE-D $\downarrow$" in tex and "STAND-IN" in tex
+    assert r"\textbf{9.000}" in tex and r"5.000 $\pm$" in tex  # n has the best LSE-C; m's has a width
+    doc = json.loads((tmp_path / "legacy.json").read_text())
+    assert doc["summary"][1]["LSE-D"] is None and doc["skipped"] == ["FID skipped: why"]
+    assert doc["notes"][0].startswith("WARNING") and doc["bootstrap"]["over"] == "videos"

@@ -38,6 +38,9 @@ def run(args) -> int:
                                 lse_pipeline=args.lse_pipeline)
     videos, summary = legacy_metrics.write_outputs(result, args.out)
     print(legacy_metrics.format_summary(result))
+    for line in legacy_metrics.notes(result):
+        if line.startswith("WARNING"):
+            print(line)
     for columns, what in result.provenance.items():
         print(f"{columns}: {what}")
     for reason in result.skipped:

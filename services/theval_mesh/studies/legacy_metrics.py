@@ -23,11 +23,14 @@ from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.legacy.networks import skip_reason
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.inputs import VIDEO_SUFFIXES, discover, videos_in
+from theval_mesh.core.results import json_safe
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError, VideoError, WeightsMissing
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.metrics import legacy as lm
 from theval_mesh.pure.metrics import lse
+from theval_mesh.pure.scoring import uncertainty
+from theval_mesh.pure.scoring.tables import COUNT_PREFIX
 
 OK, FAILED = "ok", "failed"
 # Network -> the summary columns it would fill (all NaN in this version, see backends/legacy).
@@ -175,16 +178,21 @@ def compare(video: str, gt_video: str, limits: Limits = Limits()) -> dict:
 
 
 # ---------------------------------------------------------------- a run
-def summarize(rows: list[LegacyRow], models: list[str], network_values: dict | None = None) -> list[dict]:
-    """Per model: the mean of each metric over its scored videos and the counts behind them.
-    network_values: {model: {column: value}} for the set-level FID / FVD (none in this version)."""
+def summarize(rows: list[LegacyRow], models: list[str], network_values: dict | None = None,
+              resamples: int = uncertainty.RESAMPLES) -> list[dict]:
+    """Per model: the mean of each metric over its scored videos, the counts behind them and the
+    bootstrap interval of each mean over videos. network_values: {model: {column: value}} for the
+    set-level FID / FVD (one value: no interval)."""
     out = []
     for model in models:
         done = [r for r in rows if r.model == model and r.status == OK]
-        values = {column: [getattr(r, key) for r in done] for key, column in PER_VIDEO.items()}
+        table = np.array([[getattr(r, key) for key in PER_VIDEO] for r in done], float).reshape(len(done), -1)
+        bounds = uncertainty.mean_intervals(table, resamples)
+        values = {column: list(table[:, j]) for j, column in enumerate(PER_VIDEO.values())}
+        intervals = dict(zip(PER_VIDEO.values(), bounds, strict=True))
         for column, value in (network_values or {}).get(model, {}).items():
             values[column] = [value]
-        out.append(lm.summary_row(model, values))
+        out.append(lm.summary_row(model, values, intervals))
     return out
 
 
@@ -247,17 +255,33 @@ def _write_csv(path: Path, columns, records) -> None:
             w.writerow([_cell(rec[c]) for c in columns])
 
 
+def notes(result: LegacyRun) -> list[str]:
+    """What every number was computed with, the sample sizes, and stand-in warnings: the lines
+    above the LaTeX table and in legacy.json."""
+    lines = [f"{columns}: {what}" for columns, what in result.provenance.items()]
+    lines += [f"{s['Model']}: {s.get(COUNT_PREFIX + lm.LMD_F, 0)} video pairs for LMD/PSNR/SSIM, "
+              f"{s.get(COUNT_PREFIX + lm.LSE_C, 0)} videos with LSE" for s in result.summary]
+    if any("stand-in:" in what for what in result.provenance.values()):
+        lines.insert(0, "WARNING: computed with STAND-IN weights: the values mean nothing as scores")
+    return lines
+
+
 def write_outputs(result: LegacyRun, out_dir) -> tuple[Path, Path]:
-    """legacy.csv (one line per generated video), legacy_summary.csv (one per model: `Model`, the
-    Table 2 columns, then "n:<column>" counts) and legacy_provenance.json (what computed each
-    column, why any is empty), in out_dir."""
+    """In out_dir: legacy.csv (one line per generated video), legacy_summary.csv (one per model:
+    `Model`, the Table 2 columns, "n:<column>" counts, "<column> CI low/high" bounds), legacy.tex
+    (the booktabs table in a paper's column order) and legacy.json (all of it with the provenance
+    and why any column is empty)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     videos, summary = out / "legacy.csv", out / "legacy_summary.csv"
     _write_csv(videos, CSV_COLUMNS, [asdict(r) for r in result.rows])
     _write_csv(summary, list(result.summary[0]) if result.summary else ["Model", *lm.COLUMNS], result.summary)
-    (out / "legacy_provenance.json").write_text(json.dumps(
-        {"provenance": result.provenance, "skipped": result.skipped}, indent=1) + "\n")
+    (out / "legacy.tex").write_text(lm.summary_latex(result.summary, notes(result)))
+    doc = {"schema": "theval-legacy/1", "notes": notes(result), "provenance": result.provenance,
+           "skipped": result.skipped, "bootstrap": {"resamples": uncertainty.RESAMPLES, "seed": uncertainty.SEED,
+                                                    "level": uncertainty.LEVEL, "over": "videos"},
+           "summary": result.summary, "videos": [asdict(r) for r in result.rows]}
+    (out / "legacy.json").write_text(json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n")
     return videos, summary
 
 

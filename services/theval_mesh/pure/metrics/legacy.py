@@ -10,13 +10,17 @@ import scipy.linalg
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from theval_mesh.pure.metrics.landmark_sets import LIPS
-from theval_mesh.pure.scoring.tables import COUNT_PREFIX
+from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX, latex_escape
 
 # Summary columns, named as in the paper's Table 2 (what `theval align` reads as per-model scores).
 LMD_F, LMD_M, PSNR, SSIM, LSE_C, LSE_D, FID, FVD = COLUMNS = (
     "LMD-F", "LMD-M", "PSNR", "SSIM", "LSE-C", "LSE-D", "FID", "FVD")
 # The paper's table (data/published_human_correlation.csv) calls the mouth LMD "LMD-L" (lips).
 PUBLISHED_NAMES = {LMD_M: "LMD-L"}
+# A paper's column order (the THEval paper's: LSE-C, LSE-D, FVD, FID, LMD-F, LMD-L), then PSNR, SSIM.
+TABLE_ORDER = (LSE_C, LSE_D, FVD, FID, LMD_F, LMD_M, PSNR, SSIM)
+HIGHER_IS_BETTER = {LSE_C: True, LSE_D: False, FVD: False, FID: False, LMD_F: False, LMD_M: False,
+                    PSNR: True, SSIM: True}
 
 # Landmarks are compared in pixels of a 256x256 frame, as the project's lip metrics measure them
 # (docs/metrics.md): FaceMesh's normalised x, y times 256. A generated video at another resolution than
@@ -78,13 +82,55 @@ def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
     return float(diff @ diff + np.trace(s1) + np.trace(s2) - 2 * np.trace(covmean.real))
 
 
-def summary_row(model: str, values: dict) -> dict:
+def summary_row(model: str, values: dict, intervals: dict | None = None) -> dict:
     """One model's summary: the mean of each column over its videos (NaN ignored, NaN when none),
-    then "n:<column>" counts of the values behind each mean (the project's count columns)."""
+    then "n:<column>" counts of the values behind each mean (the project's count columns), then
+    "<column> CI low" / "CI high": the bootstrap interval of each mean (intervals: column -> (low,
+    high); NaN bounds where there is none, e.g. a set-level FID)."""
     row = {"Model": model}
-    counts = {}
+    counts, bounds = {}, {}
     for column in COLUMNS:
         finite = [v for v in values.get(column, ()) if not math.isnan(v)]
         row[column] = float(np.mean(finite)) if finite else math.nan
         counts[COUNT_PREFIX + column] = len(finite)
-    return {**row, **counts}
+        low, high = (intervals or {}).get(column, (math.nan, math.nan))
+        bounds[column + CI_LOW], bounds[column + CI_HIGH] = low, high
+    return {**row, **counts, **bounds}
+
+
+def _tex(value: float, decimals: int) -> str:
+    text = f"{value:.{decimals}f}"
+    return "$-$" + text[1:] if text.startswith("-") else text
+
+
+def summary_latex(summary: list[dict], notes: list[str], decimals: int = 3) -> str:
+    """The legacy metrics as a booktabs tabular in TABLE_ORDER, arrows for the better direction,
+    each cell "mean $\\pm$ half-width" of its bootstrap interval, the best model per column in bold,
+    "--" without a value. notes: comment lines above it (provenance, sample sizes, stand-ins)."""
+    summary = [{c: math.nan for c in COLUMNS} | row for row in summary]
+    columns = [c for c in TABLE_ORDER if any(not math.isnan(r[c]) for r in summary)] or list(TABLE_ORDER)
+    best = {}
+    for c in columns:
+        shown = [round(r[c], decimals) for r in summary if not math.isnan(r[c])]
+        best[c] = (max if HIGHER_IS_BETTER[c] else min)(shown) if shown else None
+
+    def cell(row, c):
+        if math.isnan(row[c]):
+            return "--"
+        text = _tex(row[c], decimals)
+        low, high = row.get(c + CI_LOW, math.nan), row.get(c + CI_HIGH, math.nan)
+        if not (math.isnan(low) or math.isnan(high)):
+            text += r" $\pm$ " + _tex((high - low) / 2, decimals)
+        return rf"\textbf{{{text}}}" if len(summary) > 1 and round(row[c], decimals) == best[c] else text
+
+    arrows = {True: r"$\uparrow$", False: r"$\downarrow$"}
+    lines = ["% Legacy metrics (theval legacy). Needs \\usepackage{booktabs}.",
+             "% Each cell: the mean over a model's videos $\\pm$ half-width of its 95 % percentile bootstrap "
+             "interval over videos; bold: the best model per column; --: no value.",
+             *(f"% {' '.join(n.split())}" for n in notes),
+             r"\begin{tabular}{l" + "c" * len(columns) + "}", r"\toprule",
+             " & ".join(["Model", *(f"{latex_escape(PUBLISHED_NAMES.get(c, c))} {arrows[HIGHER_IS_BETTER[c]]}"
+                                    for c in columns)]) + r" \\", r"\midrule"]
+    lines += [" & ".join([latex_escape(r["Model"]), *(cell(r, c) for c in columns)]) + r" \\" for r in summary]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"

@@ -84,6 +84,16 @@ def _means(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
         return (draws @ np.where(finite, values, 0.0)) / (draws @ finite)
 
 
+def mean_intervals(values, resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL) -> list[tuple]:
+    """The percentile bootstrap interval of the mean of each column of values (videos, columns)
+    over its videos, NaN values left out (the legacy metrics' intervals)."""
+    values = np.asarray(values, float).reshape(len(values), -1)
+    if not len(values):
+        return [(float("nan"), float("nan"))] * values.shape[1]
+    means = _means(values, _draws(np.random.default_rng(seed), len(values), resamples))
+    return [_interval(means[:, j], level) for j in range(values.shape[1])]
+
+
 def _scored(means: np.ndarray, gt: np.ndarray, weights: dict) -> tuple[dict, dict, np.ndarray]:
     """Normalised scores, groups and Final score of every resample (the leaderboard's functions)."""
     scores = {m: normalised(means[:, j], gt[..., j], m) for j, m in enumerate(METRICS)}
