@@ -86,12 +86,15 @@ def _means(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
 
 def mean_intervals(values, resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL) -> list[tuple]:
     """The percentile bootstrap interval of the mean of each column of values (videos, columns)
-    over its videos, NaN values left out (the legacy metrics' intervals)."""
+    over its videos, NaN values left out (the legacy metrics' intervals). Fewer than 2 values: no
+    interval (NaN bounds), since one video says nothing of the spread."""
     values = np.asarray(values, float).reshape(len(values), -1)
+    none = (float("nan"), float("nan"))
     if not len(values):
-        return [(float("nan"), float("nan"))] * values.shape[1]
+        return [none] * values.shape[1]
     means = _means(values, _draws(np.random.default_rng(seed), len(values), resamples))
-    return [_interval(means[:, j], level) for j in range(values.shape[1])]
+    enough = np.isfinite(values).sum(axis=0) >= 2
+    return [_interval(means[:, j], level) if enough[j] else none for j in range(values.shape[1])]
 
 
 def _scored(means: np.ndarray, gt: np.ndarray, weights: dict) -> tuple[dict, dict, np.ndarray]:
