@@ -144,3 +144,34 @@ def test_hostile_names_show_as_text_with_every_plot(tmp_path):
         page.select_option("#video-select", index=1)
         assert page.inner_text("#video-title") == f"{HOSTILE[0]}: /videos/{HOSTILE[0]}/{HOSTILE[1]}.mp4"
         assert page.evaluate("document.scripts.length") == 5  # plotly.js, 3 data blocks, the page's: no name made one
+
+
+def test_legacy_metrics_written_into_the_folder_show_in_results_json_and_the_report(evaluated_dir, tmp_path):
+    """`theval legacy --out` into an evaluation's folder: its summary joins results.json (schema-valid)
+    and the report shows it with the intervals, the notes and the stand-in warning."""
+    import shutil
+
+    from tests.support.results_schema import validate_results
+    from theval_mesh.studies import legacy_metrics as lgm
+
+    folder = tmp_path / "results"
+    shutil.copytree(evaluated_dir, folder)
+    rows = [lgm.LegacyRow("ours", f"v{i}.mp4", "g.mp4", lse_c=c, lse_d=8.0 - c / 4, lmd_f=1.0 + c / 10)
+            for i, c in enumerate([5.0, 6.0, 7.5])]
+    run = lgm.LegacyRun(rows, lgm.summarize(rows, ["ours"], resamples=500), ["FID skipped: no weights"],
+                        {"LSE-C/LSE-D": "SyncNet syncnet_v2.model sha256:00 (stand-in:0)"})
+    lgm.write_outputs(run, folder)
+    doc = json.loads((folder / "results.json").read_text())
+    validate_results(doc)
+    assert doc["legacy"]["summary"][0]["LSE-C"] == pytest.approx(6.1666666)
+    assert doc["legacy"]["summary"][0]["FID"] is None
+    page_path = build_report(folder, thumbnails=0, progress=False)
+    with browser_page() as (page, log):
+        page.goto(page_path.as_uri())
+        page.wait_for_selector("#legacy")
+        assert log["console"] == []
+        heads = page.locator("#legacy th").all_inner_texts()
+        assert heads[:3] == ["Model", "LSE-C ↑", "LSE-D ↓"] and "FID ↓" not in heads
+        text = page.locator("#legacy-section").inner_text()
+        assert "STAND-IN" in text and "FID skipped: no weights" in text and "6.167" in text
+        page.locator("#legacy-section").screenshot(path=str(artefacts(tmp_path) / "report-legacy.png"))

@@ -16,10 +16,11 @@ from tqdm import tqdm
 
 from theval_mesh.outputs.results_files import RESULTS_JSONL
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.metrics import legacy as lm
 from theval_mesh.pure.metrics.registry import FACE_QUALITY, MOUTH_QUALITY, QUALITY, REGISTRY, in_group
 from theval_mesh.pure.scoring.final_score import group_scores
 from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS, NAME_OF_KEY
-from theval_mesh.pure.scoring.tables import published_leaderboard
+from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, published_leaderboard
 
 REPORT = "report.html"
 THUMBNAILS_PER_MODEL = 10  # videos per model with worst-frame thumbnails: its lowest Final scores
@@ -245,6 +246,29 @@ def _leaderboard_table(doc: dict, published: list[dict]) -> str:
     return "".join(out)
 
 
+def _legacy_section(doc: dict) -> str:
+    """The legacy metrics (results.json "legacy", written by `theval legacy --out` into this
+    folder): each model's means with their intervals, in a paper's column order, and their notes."""
+    block = doc.get("legacy")
+    if not block:
+        return ""
+    summary = block["summary"]
+    columns = [c for c in lm.TABLE_ORDER if any(r.get(c) is not None for r in summary)]
+    arrows = {True: "&uarr;", False: "&darr;"}
+    out = ['<section id="legacy-section"><h2>Legacy metrics (theval legacy; not in the Final score)</h2>',
+           '<table id="legacy" class="sortable"><thead><tr><th>Model</th>']
+    out += [f"<th>{html.escape(lm.PUBLISHED_NAMES.get(c, c))} {arrows[lm.HIGHER_IS_BETTER[c]]}</th>" for c in columns]
+    out.append("</tr></thead><tbody>")
+    for r in summary:
+        cells = [_cell({"value": r.get(c), "ci": [r.get(c + CI_LOW), r.get(c + CI_HIGH)]}) for c in columns]
+        out.append(f'<tr><td data-v="{html.escape(r["Model"])}">{html.escape(r["Model"])}</td>{"".join(cells)}</tr>')
+    out.append("</tbody></table><ul>")
+    out += [f'<li{" class=bad" if n.startswith("WARNING") else ""}>{html.escape(n)}</li>'
+            for n in [*block["notes"], *block["skipped"]]]
+    out.append("</ul></section>")
+    return "".join(out)
+
+
 def _notes(doc: dict) -> str:
     items = [c["note"] for c in doc.get("comparisons", []) if c.get("note")]
     items += doc.get("warnings", [])
@@ -305,7 +329,7 @@ def build_report(results_dir, out=None, thumbnails: int | None = THUMBNAILS_PER_
     values = {
         "TITLE": html.escape(f"THEval report: {results_dir.name}"), "PLOTLY": plotly.offline.get_plotlyjs(),
         "BANNER": banner, "LEVEL": _level(doc), "TABLE": _leaderboard_table(doc, published),
-        "NOTES": _notes(doc), "RADAR": html.escape(_radar_note(proxies)), "PROVENANCE": _provenance(doc),
+        "NOTES": _notes(doc), "LEGACY": _legacy_section(doc), "RADAR": html.escape(_radar_note(proxies)), "PROVENANCE": _provenance(doc),
         "THUMBS": "every video" if thumbnails is None else
                   f"the {thumbnails} lowest-scored videos of each model ({shown} videos)",
         "FIGURES": _json_for_script({k: json.loads(f.to_json()) for k, f in figures.items()}),

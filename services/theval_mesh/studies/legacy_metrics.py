@@ -24,6 +24,7 @@ from theval_mesh.backends.legacy.networks import skip_reason
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.inputs import VIDEO_SUFFIXES, discover, videos_in
 from theval_mesh.core.results import json_safe
+from theval_mesh.outputs.results_files import SCHEMA_ID
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError, VideoError, WeightsMissing
 from theval_mesh.pure.limits import Limits
@@ -277,12 +278,29 @@ def write_outputs(result: LegacyRun, out_dir) -> tuple[Path, Path]:
     _write_csv(videos, CSV_COLUMNS, [asdict(r) for r in result.rows])
     _write_csv(summary, list(result.summary[0]) if result.summary else ["Model", *lm.COLUMNS], result.summary)
     (out / "legacy.tex").write_text(lm.summary_latex(result.summary, notes(result)))
-    doc = {"schema": "theval-legacy/1", "notes": notes(result), "provenance": result.provenance,
-           "skipped": result.skipped, "bootstrap": {"resamples": uncertainty.RESAMPLES, "seed": uncertainty.SEED,
-                                                    "level": uncertainty.LEVEL, "over": "videos"},
-           "summary": result.summary, "videos": [asdict(r) for r in result.rows]}
+    block = {"schema": "theval-legacy/1", "notes": notes(result), "provenance": result.provenance,
+             "skipped": result.skipped, "bootstrap": {"resamples": uncertainty.RESAMPLES, "seed": uncertainty.SEED,
+                                                      "level": uncertainty.LEVEL, "over": "videos"},
+             "summary": result.summary}
+    doc = {**block, "videos": [asdict(r) for r in result.rows]}
     (out / "legacy.json").write_text(json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n")
+    _add_to_results_json(out / "results.json", json_safe(block))
     return videos, summary
+
+
+def _add_to_results_json(path: Path, block: dict) -> None:
+    """Into a THEval results folder: the summary goes into its results.json too (key "legacy"),
+    where `theval report` shows it beside the leaderboard. A results.json that cannot be read is
+    left as it is."""
+    if not path.is_file():
+        return
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(doc, dict) and doc.get("schema") == SCHEMA_ID:
+        doc["legacy"] = block
+        path.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n")
 
 
 def format_summary(result: LegacyRun) -> str:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
-from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from theval_mesh.pure.metrics.landmark_sets import LIPS
 from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX, latex_escape
@@ -58,6 +57,8 @@ def landmark_distances(generated: np.ndarray, gt: np.ndarray) -> LandmarkDistanc
 
 def psnr(generated: np.ndarray, gt: np.ndarray) -> float:
     """PSNR (dB) of one RGB uint8 frame against its GT frame of the same size, capped."""
+    from skimage.metrics import peak_signal_noise_ratio  # scikit-image only where frames are compared
+
     with np.errstate(divide="ignore"):  # identical frames: log10 of infinity, then the cap
         value = peak_signal_noise_ratio(gt, generated, data_range=255)
     return float(min(value, PSNR_CAP_DB))
@@ -66,6 +67,8 @@ def psnr(generated: np.ndarray, gt: np.ndarray) -> float:
 def ssim(generated: np.ndarray, gt: np.ndarray) -> float:
     """SSIM of one RGB uint8 frame against its GT frame of the same size (scikit-image's defaults:
     7x7 uniform window, the mean over the three channels)."""
+    from skimage.metrics import structural_similarity
+
     return float(structural_similarity(gt, generated, channel_axis=-1, data_range=255))
 
 
