@@ -3,7 +3,8 @@
     from theval_mesh import evaluate, Scorer, Client
 
 evaluate() scores folders and ranks models (as `theval evaluate`), Scorer one video at a time in
-this process, Client through a running mesh; write_report() and log_to_mlflow() turn a results
+this process, Client through a running mesh, legacy() the standard talking-head metrics (LSE-C/D,
+LMD, PSNR/SSIM, ...) beside them; write_report() and log_to_mlflow() turn a results
 folder into the HTML report and an MLflow run. They are imported on first use, so `import
 theval_mesh` stays cheap (a mesh service process never loads what it does not serve).
 """
@@ -15,6 +16,7 @@ from theval_mesh.pure.version import VERSION as __version__
 _API = {
     "evaluate": "evaluation", "Evaluation": "evaluation", "LeaderboardRow": "evaluation",
     "Scorer": "scorer",
+    "legacy": "legacy", "LegacyRun": "legacy", "LegacyRow": "legacy",
     "write_report": "reports", "log_to_mlflow": "reports", "MlflowRun": "reports",
     "Client": "client", "JobStatus": "client", "Reference": "client", "ScoredResult": "client", "Scores": "client",
 }

@@ -76,6 +76,10 @@ class LegacyRun:
     def failed(self) -> list[LegacyRow]:
         return [r for r in self.rows if r.status == FAILED]
 
+    def to_latex(self, decimals: int = 3) -> str:
+        """The booktabs table legacy.tex holds: a paper's column order, mean +- half-width."""
+        return lm.summary_latex(self.summary, notes(self), decimals)
+
 
 # ---------------------------------------------------------------- pairing
 def generated_models(paths: list[str], names: list[str] | None = None) -> list[tuple[str, str]]:

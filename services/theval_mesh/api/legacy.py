@@ -1,0 +1,24 @@
+"""legacy(): the legacy metrics of generated videos against the GT videos of the same file names,
+as `theval legacy` computes them (LMD-F/LMD-M, PSNR/SSIM; LSE-C/LSE-D and the AV offset when
+SyncNet's weights are in the store), each model's means with bootstrap intervals over videos."""
+from pathlib import Path
+
+from theval_mesh.api.arguments import Models, model_pairs
+from theval_mesh.pure.metrics import lse
+from theval_mesh.studies.legacy_metrics import LegacyRow, LegacyRun, run, write_outputs
+
+__all__ = ["LegacyRow", "LegacyRun", "legacy"]
+
+
+def legacy(gt: str | Path, generated: Models, out: str | Path | None = None, *, store: str | Path | None = None,
+           lse_pipeline: str = lse.SYNCNET_PYTHON, progress: bool = False) -> LegacyRun:
+    """generated: {model: folder or video file} or [(model, path), ...]. Returns the LegacyRun:
+    `rows` (a LegacyRow per generated video), `summary` (per model: means, "n:" counts, "CI low/high"
+    bounds), `provenance`, `skipped` (why a column is empty) and `to_latex()`. out: also write
+    legacy.csv, legacy_summary.csv, legacy.tex and legacy.json there (and the summary into the
+    folder's results.json when it is an evaluation's). lse_pipeline: "syncnet_python" (the published
+    numbers' conversions; needs the ffmpeg program) or "in-process"."""
+    result = run(model_pairs(generated), str(gt), store=store, progress=progress, lse_pipeline=lse_pipeline)
+    if out is not None:
+        write_outputs(result, out)
+    return result
