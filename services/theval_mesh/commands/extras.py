@@ -35,6 +35,7 @@ COMMAND_EXTRAS = {
     "synth": "synth",
     "report": "report",
     "legacy": "legacy",
+    "robustness": "worker",
     "mesh": "worker,evaluator",
     "triton": "triton",
     "weights": "quality,facexformer",  # `stand-in` builds the networks (status, verify, fetch: the base)

@@ -272,6 +272,7 @@ def _legacy_section(doc: dict) -> str:
 def _notes(doc: dict) -> str:
     items = [c["note"] for c in doc.get("comparisons", []) if c.get("note")]
     items += doc.get("warnings", [])
+    items += doc.get("robustness", {}).get("below_floor", [])
     items += [f"{model}: {p['paired']} of {p['videos']} video(s) pair with a GT video by file name; unpaired: "
               f"{', '.join(p['unpaired'][:5])}" + (", ..." if len(p["unpaired"]) > 5 else "")
               for model, p in doc.get("pairing", {}).items() if p["unpaired"]]

@@ -97,6 +97,26 @@ def mean_intervals(values, resamples: int = RESAMPLES, seed: int = SEED, level: 
     return [_interval(means[:, j], level) if enough[j] else none for j in range(values.shape[1])]
 
 
+def paired_scores(gt_values, model_values, weights: dict, resamples: int = RESAMPLES, seed: int = SEED,
+                  level: float = LEVEL) -> dict:
+    """A model scored against a GT whose videos are the same items (row i of both: one source clip,
+    e.g. a clip and its re-encode), resampled together: what the item itself contributes cancels
+    out. name (metric, group, "Final score") -> (the value from all items, its interval)."""
+    gt_values = np.asarray(gt_values, float).reshape(-1, len(METRICS))
+    model_values = np.asarray(model_values, float).reshape(-1, len(METRICS))
+    if len(gt_values) != len(model_values):
+        raise ValueError(f"{len(gt_values)} GT rows but {len(model_values)} model rows: they must pair")
+    every = np.ones((1, len(gt_values)))
+    point = _scored(_means(model_values, every), _means(gt_values, every), weights)
+    draws = _draws(np.random.default_rng(seed), len(gt_values), resamples)
+    sampled = _scored(_means(model_values, draws), _means(gt_values, draws), weights)
+    out = {}
+    for values, samples in zip(point[:2], sampled[:2]):
+        out.update({name: (float(values[name][0]), _interval(samples[name], level)) for name in values})
+    out["Final score"] = (float(point[2][0]), _interval(sampled[2], level))
+    return out
+
+
 def _scored(means: np.ndarray, gt: np.ndarray, weights: dict) -> tuple[dict, dict, np.ndarray]:
     """Normalised scores, groups and Final score of every resample (the leaderboard's functions)."""
     scores = {m: normalised(means[:, j], gt[..., j], m) for j, m in enumerate(METRICS)}
