@@ -4,7 +4,7 @@
 
 evaluate() scores folders and ranks models (as `theval evaluate`), Scorer one video at a time in
 this process, Client through a running mesh, legacy() the standard talking-head metrics (LSE-C/D,
-LMD, PSNR/SSIM, ...) beside them; write_report() and log_to_mlflow() turn a results
+LMD, PSNR/SSIM, ...) beside them, robustness() each metric's noise floor; write_report() and log_to_mlflow() turn a results
 folder into the HTML report and an MLflow run. They are imported on first use, so `import
 theval_mesh` stays cheap (a mesh service process never loads what it does not serve).
 """
@@ -17,6 +17,7 @@ _API = {
     "evaluate": "evaluation", "Evaluation": "evaluation", "LeaderboardRow": "evaluation",
     "Scorer": "scorer",
     "legacy": "legacy", "LegacyRun": "legacy", "LegacyRow": "legacy",
+    "robustness": "robustness", "Robustness": "robustness",
     "write_report": "reports", "log_to_mlflow": "reports", "MlflowRun": "reports",
     "Client": "client", "JobStatus": "client", "Reference": "client", "ScoredResult": "client", "Scores": "client",
 }
