@@ -1,7 +1,7 @@
 """`theval robustness`: each metric's noise floor on your own GT clips (api/robustness.py)."""
 from theval_mesh.commands.evaluate import add_run_options, settings_from
 from theval_mesh.pure.exit_codes import EXIT_OK
-from theval_mesh.synth.reencode import KINDS
+from theval_mesh.pure.scoring.robustness import KINDS
 
 
 def register(subparsers) -> None:

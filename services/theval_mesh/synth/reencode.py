@@ -15,6 +15,7 @@ import av
 import numpy as np
 
 from theval_mesh.pure.errors import VideoError
+from theval_mesh.pure.scoring import robustness
 
 CRF_DEFAULT = 23  # libx264's
 
@@ -25,7 +26,7 @@ class Variant:
     what: str  # the change, as a reader understands it, for the input at hand
 
 
-KINDS = ("video-codec", "audio-codec", "crf-5", "crf+5", "fps", "resolution")
+KINDS = robustness.KINDS
 
 
 def _even(n: float) -> int:

@@ -9,6 +9,9 @@ import math
 from dataclasses import dataclass
 
 FINAL = "Final score"
+# The re-encodes (synth/reencode.py): the other video codec, the other audio codec, CRF -5 / +5, the
+# other frame rate, half or double the resolution.
+KINDS = ("video-codec", "audio-codec", "crf-5", "crf+5", "fps", "resolution")
 
 
 @dataclass(frozen=True)
