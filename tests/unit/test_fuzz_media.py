@@ -111,3 +111,36 @@ def test_the_evaluator_answers_every_mutant_with_a_result_or_a_clean_status(inpr
         with grpc.insecure_channel(server.address) as channel:
             status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10).status
         assert status == health_pb2.HealthCheckResponse.SERVING, server.address
+
+
+REENCODE_CHILD = """
+import sys
+from theval_mesh.pure.errors import VideoError
+from theval_mesh.synth import reencode
+for k, path in enumerate(sys.argv[2:]):
+    kind = reencode.KINDS[k % len(reencode.KINDS)]
+    try:
+        reencode.reencode(path, f"{sys.argv[1]}/{k}.mp4", kind)
+        print("ok", kind, path, flush=True)
+    except VideoError as err:
+        assert "\\n" not in str(err) and path in str(err), str(err)
+        print("VideoError", kind, path, flush=True)
+"""
+
+
+def test_the_re_encoder_of_theval_robustness_turns_every_mutant_into_a_file_or_a_video_error(tmp_path):
+    """synth.reencode parses the user's GT videos: each mutant (every kind in turn) is re-encoded
+    or refused with a VideoError naming it, in a child process so that a native crash is seen."""
+    import subprocess
+    import sys
+
+    paths = scored_inputs(tmp_path / "videos")
+    (tmp_path / "out").mkdir()
+    done = subprocess.run([sys.executable, "-c", REENCODE_CHILD, str(tmp_path / "out"), *map(str, paths)],
+                          capture_output=True, text=True, timeout=600)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, (f"stopped after {len(lines)} of {len(paths)} "
+                                  f"(next: {paths[len(lines)] if len(lines) < len(paths) else '-'}): {done.stderr[-1500:]}")
+    outcomes = [line.split()[0] for line in lines]
+    assert len(outcomes) == len(paths) and set(outcomes) <= {"ok", "VideoError"}
+    assert outcomes.count("ok") >= 3 and outcomes.count("VideoError") >= 3, outcomes

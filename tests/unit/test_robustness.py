@@ -87,3 +87,14 @@ def test_an_unreadable_video_fails_with_its_name(tmp_path):
     with pytest.raises(Exception, match="bad.mp4"):
         reencode.reencode(bad, tmp_path / "out.mp4", "crf-5")
     assert not (tmp_path / "out.mp4").exists()
+
+
+def test_the_limits_hold_for_a_re_encode(clip, tmp_path):
+    from theval_mesh.pure.errors import VideoError
+    from theval_mesh.pure.limits import Limits
+
+    with pytest.raises(VideoError, match="c.mp4"):
+        reencode.reencode(clip, tmp_path / "big.mp4", "fps", Limits(max_side_px=32))
+    with pytest.raises(VideoError, match="limit"):
+        reencode.reencode(clip, tmp_path / "long.mp4", "audio-codec", Limits(max_duration_s=0.5))
+    assert not (tmp_path / "big.mp4").exists() and not (tmp_path / "long.mp4").exists()

@@ -21,6 +21,7 @@ from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import json_safe
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError, VideoError
+from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.scoring import robustness as rb
 from theval_mesh.pure.scoring import uncertainty
 from theval_mesh.pure.scoring.names import GROUPS, METRICS
@@ -45,7 +46,8 @@ class Robustness:
     evaluation: Evaluation | None = field(default=None, repr=False)
 
 
-def _variants(gt: Path, out: Path, kinds, progress: bool) -> tuple[dict[str, Path], dict[str, str], list[str]]:
+def _variants(gt: Path, out: Path, kinds, progress: bool, limits: Limits) -> tuple[dict[str, Path], dict[str, str],
+                                                                                 list[str]]:
     videos = videos_in(gt) if gt.is_dir() else [gt]
     if not videos:
         raise UserError(f"--gt {gt}: no video to re-encode")
@@ -59,7 +61,7 @@ def _variants(gt: Path, out: Path, kinds, progress: bool) -> tuple[dict[str, Pat
         if dst.is_file():  # written by an earlier run: resumed
             continue
         try:
-            reencode.reencode(video, dst.with_suffix(".part.mp4"), kind).rename(dst)
+            reencode.reencode(video, dst.with_suffix(".part.mp4"), kind, limits).rename(dst)
         except VideoError as err:
             failed.append(f"{kind}: {err}")
     return folders, whats, failed
@@ -110,7 +112,8 @@ def robustness(gt: str | Path, out: str | Path, *, kinds=reencode.KINDS, results
     unknown = [k for k in kinds if k not in reencode.KINDS]
     if unknown:
         raise UserError(f"unknown re-encode {', '.join(unknown)}; known: {', '.join(reencode.KINDS)}")
-    folders, whats, failed = _variants(gt, out, kinds, progress)
+    settings = evaluate_options.get("settings")
+    folders, whats, failed = _variants(gt, out, kinds, progress, settings.limits if settings else Limits())
     evaluation = evaluate(gt, {k: f for k, f in folders.items()}, out / "evaluation", progress=progress,
                           weights_store=evaluate_options.pop("weights_store", None) or store, **evaluate_options)
     table, clips = [], {}

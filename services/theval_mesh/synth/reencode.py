@@ -14,7 +14,9 @@ from pathlib import Path
 import av
 import numpy as np
 
+from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.pure.errors import VideoError
+from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.scoring import robustness
 
 CRF_DEFAULT = 23  # libx264's
@@ -54,56 +56,66 @@ def describe(kind: str, path) -> Variant:
     raise ValueError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
 
 
-def reencode(src, dst, kind: str) -> Path:
-    """Write `src` changed by `kind` (KINDS) to `dst` (MP4); VideoError when it cannot be read."""
+def reencode(src, dst, kind: str, limits: Limits = Limits()) -> Path:
+    """Write `src` changed by `kind` (KINDS) to `dst` (MP4); VideoError when it cannot be read or
+    is over `limits` (the project's reader decodes it: limits hold on the headers and while decoding)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
     src, dst = Path(src), Path(dst)
+    reader = MediaReader(src, limits)
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         with av.open(str(src)) as inp, av.open(str(dst), "w") as out:
             if kind == "audio-codec":
-                _recode_audio(inp, out)
+                reader.close()
+                _recode_audio(inp, out, limits)
             else:
-                _recode_video(inp, out, kind)
-    except av.error.FFmpegError as err:
+                _recode_video(reader, inp, out, kind)
+    # PyAV answers a damaged stream with FFmpegError, or ValueError where a frame does not fit the
+    # encoder it was set up for (a track whose format changes midway): the file, not this code.
+    except (av.error.FFmpegError, ValueError, IndexError) as err:
         dst.unlink(missing_ok=True)
-        raise VideoError(str(src), f"cannot be re-encoded ({err})") from err
+        raise VideoError(str(src), f"cannot be re-encoded ({' '.join(str(err).split())[:300]})") from err
+    except VideoError:
+        dst.unlink(missing_ok=True)
+        raise
+    finally:
+        reader.close()
     return dst
 
 
-def _recode_video(inp, out, kind: str):
-    vin = inp.streams.video[0]
-    fps_in = Fraction(vin.average_rate or 25)
+def _recode_video(reader: MediaReader, inp, out, kind: str):
+    """The picture decoded by the reader (its limits, its rotation) and encoded again; then the
+    audio packets copied as they are."""
+    info = reader.info
+    fps_in = Fraction(info.fps or 25).limit_denominator(1001)
     fps = fps_in
     if kind == "fps":
         fps = Fraction(30) if round(float(fps_in)) == 25 else Fraction(25)
-    codec = "libx265" if kind == "video-codec" and vin.codec_context.name != "hevc" else "libx264"
+    codec = "libx265" if kind == "video-codec" and info.codec != "hevc" else "libx264"
     crf = {"crf-5": CRF_DEFAULT - 5, "crf+5": CRF_DEFAULT + 5}.get(kind)
     scale = 1.0
     if kind == "resolution":
-        scale = 0.5 if vin.height >= 512 else 2.0
+        scale = 0.5 if info.height >= 512 else 2.0
     vout = out.add_stream(codec, rate=fps)
-    vout.width, vout.height, vout.pix_fmt = _even(vin.width * scale), _even(vin.height * scale), "yuv420p"
+    vout.width, vout.height, vout.pix_fmt = _even(info.width * scale), _even(info.height * scale), "yuv420p"
     vout.options = {"crf": str(crf)} if crf is not None else {}
     if codec == "libx265":
         vout.options = {**vout.options, "x265-params": "log-level=error"}
-    ain = inp.streams.audio[0] if inp.streams.audio else None
+    ain = inp.streams.audio[0] if info.has_audio else None
     aout = out.add_stream_from_template(ain) if ain is not None else None
-    index = 0
-    for packet in inp.demux(*([vin] + ([ain] if ain is not None else []))):
-        if packet.stream.type == "audio":
+    for index, rgb in reader.frames():
+        # the output frames k with index/fps_in <= k/fps < (index+1)/fps_in: those showing this frame
+        first, end = (math.ceil(i * fps / fps_in) for i in (index, index + 1))
+        for _ in range(end - first):
+            _encode(out, vout, rgb)
+    for p in vout.encode(None):
+        out.mux(p)
+    if ain is not None:
+        for packet in inp.demux(ain):
             if packet.dts is not None:
                 packet.stream = aout
                 out.mux(packet)
-            continue
-        for frame in packet.decode():
-            rgb = frame.to_ndarray(format="rgb24")
-            # the output frames k with index/fps_in <= k/fps < (index+1)/fps_in: those showing this frame
-            first, end = (math.ceil(i * fps / fps_in) for i in (index, index + 1))
-            index += 1
-            for _ in range(end - first):
-                _encode(out, vout, rgb)
-    for p in vout.encode(None):
-        out.mux(p)
 
 
 def _encode(out, vout, rgb: np.ndarray):
@@ -115,7 +127,9 @@ def _encode(out, vout, rgb: np.ndarray):
         out.mux(p)
 
 
-def _recode_audio(inp, out):
+def _recode_audio(inp, out, limits: Limits):
+    """The picture's packets copied, the audio decoded and encoded with the other codec (its
+    decoded length held to the duration limit)."""
     vin = inp.streams.video[0]
     ain = inp.streams.audio[0] if inp.streams.audio else None
     if ain is None:
@@ -124,6 +138,7 @@ def _recode_audio(inp, out):
     codec = "aac" if ain.codec_context.name == "mp2" else "mp2"
     aout = out.add_stream(codec, rate=ain.rate)
     aout.layout = ain.layout.name
+    samples = 0
     for packet in inp.demux(vin, ain):
         if packet.stream.type == "video":
             if packet.dts is not None:
@@ -131,6 +146,9 @@ def _recode_audio(inp, out):
                 out.mux(packet)
             continue
         for frame in packet.decode():
+            samples += frame.samples
+            if samples > limits.max_duration_s * ain.rate:
+                raise VideoError(inp.name, f"audio longer than the {limits.max_duration_s:g} s limit")
             frame.pts = None
             for p in aout.encode(frame):
                 out.mux(p)
