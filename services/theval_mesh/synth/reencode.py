@@ -36,12 +36,16 @@ def _even(n: float) -> int:
 
 
 def describe(kind: str, path) -> Variant:
-    """What `kind` changes for this input (the change is to the other of the usual pair)."""
-    with av.open(str(path)) as c:
-        v = c.streams.video[0]
-        a = c.streams.audio[0] if c.streams.audio else None
-        codec, fps, height = v.codec_context.name, float(v.average_rate or 25), v.height
-        audio = a.codec_context.name if a is not None else None
+    """What `kind` changes for this input (the change is to the other of the usual pair); the kind
+    alone for a file whose headers cannot be read (reencode says why)."""
+    try:
+        with av.open(str(path)) as c:
+            v = c.streams.video[0]
+            a = c.streams.audio[0] if c.streams.audio else None
+            codec, fps, height = v.codec_context.name, float(v.average_rate or 25), v.height
+            audio = a.codec_context.name if a is not None else None
+    except (av.error.FFmpegError, IndexError, AttributeError, TypeError):
+        return Variant(kind, kind)
     if kind == "video-codec":
         return Variant(kind, "H.265 -> H.264" if codec == "hevc" else f"{codec} -> H.265")
     if kind == "audio-codec":
