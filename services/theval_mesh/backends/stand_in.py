@@ -122,7 +122,7 @@ def seeded_state(net, seed: int, last_linear: tuple[str, ...] = ()) -> dict:
             elif pname == "weight" and kind.startswith(NORMS):
                 role = "closer" if any(mod_name.endswith(c) for c in RESIDUAL_CLOSERS) else "ones"
             elif pname == "weight" and isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear,
-                                                        torch.nn.Conv1d)):
+                                                        torch.nn.Conv1d, torch.nn.Conv3d)):
                 role = "head" if mod_name in last_linear else "he"
             else:  # bare parameters: embeddings, tokens, relative position tables
                 role = "bare"
