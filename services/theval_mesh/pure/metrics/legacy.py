@@ -72,17 +72,50 @@ def ssim(generated: np.ndarray, gt: np.ndarray) -> float:
     return float(structural_similarity(gt, generated, channel_axis=-1, data_range=255))
 
 
-def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
-    """Fréchet distance between Gaussians fitted to two sets of features (rows): FID on Inception
-    features of frames, FVD on I3D features of clips. As pytorch-fid computes it."""
-    mu1, mu2 = a.mean(0), b.mean(0)
-    s1, s2 = np.atleast_2d(np.cov(a, rowvar=False)), np.atleast_2d(np.cov(b, rowvar=False))
+def gaussian_stats(features: np.ndarray, ddof: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and covariance of the rows of `features`, in float64. ddof=1: the unbiased covariance
+    pytorch-fid takes (np.cov); ddof=0: the biased one StyleGAN-V's FVD takes (FeatureStats
+    .get_mean_cov divides by N)."""
+    x = np.asarray(features, np.float64)
+    if x.ndim != 2 or len(x) < 1 + ddof:
+        raise ValueError(f"need a (N, D) feature array with N > {ddof}, got shape {x.shape}")
+    return x.mean(0), np.atleast_2d(np.cov(x, rowvar=False, ddof=ddof))
+
+
+def frechet_distance_stats(mu1: np.ndarray, s1: np.ndarray, mu2: np.ndarray, s2: np.ndarray,
+                           eps: float = 1e-6, imaginary_atol: float | None = 1e-3) -> float:
+    """||mu1 - mu2||^2 + Tr(s1 + s2 - 2 sqrt(s1 s2)), as pytorch-fid's calculate_frechet_distance:
+    when sqrtm(s1 s2) is not finite (a singular product), eps is added to both diagonals and the
+    root taken again; the real part of the root is kept, and (imaginary_atol not None) a diagonal
+    imaginary part above imaginary_atol raises ValueError as pytorch-fid does. None: keep the real
+    part whatever (StyleGAN-V's FVD, np.real).
+
+    Fewer samples than dimensions (N <= D, the usual case here: 2048 Inception features, a few
+    hundred frames) makes both covariances singular (rank <= N - 1). sqrtm then usually still
+    returns a finite root with a small imaginary part from rounding on the zero eigenvalues of
+    s1 s2, so nothing is nudged and the value is well defined, but it is a BIASED estimate: FID
+    and FVD fall as N grows. Compare values only at equal sample sizes."""
+    mu1, mu2 = np.atleast_1d(mu1), np.atleast_1d(mu2)
+    s1, s2 = np.atleast_2d(s1), np.atleast_2d(s2)
+    if mu1.shape != mu2.shape or s1.shape != s2.shape:
+        raise ValueError(f"feature sizes differ: {mu1.shape} vs {mu2.shape}")
     covmean = scipy.linalg.sqrtm(s1 @ s2)
     if not np.isfinite(covmean).all():  # singular product: nudge the diagonals, as pytorch-fid
         offset = np.eye(len(s1)) * eps
         covmean = scipy.linalg.sqrtm((s1 + offset) @ (s2 + offset))
+    if np.iscomplexobj(covmean):
+        if imaginary_atol is not None and not np.allclose(np.diagonal(covmean).imag, 0, atol=imaginary_atol):
+            raise ValueError(f"Fréchet distance: sqrt(s1 s2) has an imaginary component "
+                             f"{np.max(np.abs(covmean.imag)):.3g} (pytorch-fid refuses it too)")
+        covmean = covmean.real
     diff = mu1 - mu2
-    return float(diff @ diff + np.trace(s1) + np.trace(s2) - 2 * np.trace(covmean.real))
+    return float(diff @ diff + np.trace(s1) + np.trace(s2) - 2 * np.trace(covmean))
+
+
+def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
+    """Fréchet distance between Gaussians fitted to two sets of features (rows): FID on Inception
+    features of frames. As pytorch-fid computes it (unbiased covariances, `frechet_distance_stats`)."""
+    return frechet_distance_stats(*gaussian_stats(a), *gaussian_stats(b), eps=eps)
 
 
 def summary_row(model: str, values: dict, intervals: dict | None = None) -> dict:

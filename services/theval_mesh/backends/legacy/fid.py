@@ -1,0 +1,174 @@
+"""FID over video frames, as pytorch-fid 0.3.0's `fid_score` computes it between two folders of images.
+
+The network is pytorch-fid's FID Inception (the TF 2015-12-05 Inception-v3 ported to PyTorch:
+torchvision's Inception3 with 1008 classes and the four FID variants of its Mixed blocks), built
+here from torchvision's blocks plus our FID variants, and loaded STRICTLY (every key, no extra) from
+`pt_inception-2015-12-05-6726825d.pth` in the weights store (registry.LEGACY_MODELS['fid-inception']).
+Features: pool3, the 2048-d global average after Mixed_7c, as pytorch-fid's
+`InceptionV3([3], resize_input=True, normalize_input=True)`: bilinear resize to 299x299
+(align_corners=False) of the [0, 1] image, then 2x - 1, then the blocks.
+
+Input, pytorch-fid vs here: pytorch-fid reads image FILES (ImagePathDataset: PIL open, convert('RGB'),
+ToTensor, so uint8 / 255 in float32, CHW); we feed DECODED RGB uint8 frames (H, W, 3) and do the same
+uint8 / 255. A frame written losslessly as PNG and read back is the same uint8 array, so the features
+are the same (tests/integration/test_fid_fvd_parity.py checks it against pytorch-fid's own code).
+Which frames: EVERY frame the iterator yields (this module does not sample); the caller decides and
+states it, and the sample size travels with the features (`FidFeatures.n`).
+
+Statistics: mean and UNBIASED covariance (np.cov, as pytorch-fid) of the features in float64, then
+`pure.metrics.legacy.frechet_distance` (pytorch-fid's calculate_frechet_distance, including its
+singular-product nudge and its refusal of a large imaginary part). FID is biased with few samples
+(and with fewer frames than 2048 both covariances are singular): compare values at equal N only.
+"""
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from theval_mesh.backends.legacy import networks
+from theval_mesh.pure.errors import WeightsMissing
+from theval_mesh.pure.metrics.legacy import frechet_distance
+
+NAME = "fid-inception"
+FEATURES = 2048
+SIZE = 299  # pytorch-fid's resize_input target
+
+
+def _blocks():
+    """Our FID variants of torchvision's Inception blocks (pytorch-fid / the TF graph differ from
+    torchvision's in their pooling branches): average pools that do not count the zero padding,
+    and a max pool in the last block's pool branch."""
+    import torch
+    import torch.nn.functional as F
+    from torchvision.models import inception as tv
+
+    def avg(x):
+        return F.avg_pool2d(x, kernel_size=3, stride=1, padding=1, count_include_pad=False)
+
+    class BlockA(tv.InceptionA):
+        def forward(self, x):
+            b5 = self.branch5x5_2(self.branch5x5_1(x))
+            b3 = self.branch3x3dbl_3(self.branch3x3dbl_2(self.branch3x3dbl_1(x)))
+            return torch.cat([self.branch1x1(x), b5, b3, self.branch_pool(avg(x))], 1)
+
+    class BlockC(tv.InceptionC):
+        def forward(self, x):
+            b7 = self.branch7x7_3(self.branch7x7_2(self.branch7x7_1(x)))
+            d = x
+            for conv in (self.branch7x7dbl_1, self.branch7x7dbl_2, self.branch7x7dbl_3,
+                         self.branch7x7dbl_4, self.branch7x7dbl_5):
+                d = conv(d)
+            return torch.cat([self.branch1x1(x), b7, d, self.branch_pool(avg(x))], 1)
+
+    class BlockE(tv.InceptionE):
+        max_pool = False  # the last block (Mixed_7c) pools with max in the TF graph
+
+        def forward(self, x):
+            b3 = self.branch3x3_1(x)
+            b3 = torch.cat([self.branch3x3_2a(b3), self.branch3x3_2b(b3)], 1)
+            d = self.branch3x3dbl_2(self.branch3x3dbl_1(x))
+            d = torch.cat([self.branch3x3dbl_3a(d), self.branch3x3dbl_3b(d)], 1)
+            pooled = F.max_pool2d(x, 3, 1, 1) if self.max_pool else avg(x)
+            return torch.cat([self.branch1x1(x), b3, d, self.branch_pool(pooled)], 1)
+
+    class BlockEMax(BlockE):
+        max_pool = True
+
+    return BlockA, BlockC, BlockE, BlockEMax
+
+
+def build_network():
+    """The FID Inception with uninitialised weights (its state_dict has the weight file's keys)."""
+    from torchvision.models import inception_v3
+
+    A, C, E, EMax = _blocks()
+    net = inception_v3(weights=None, aux_logits=False, num_classes=1008, init_weights=False)
+    net.Mixed_5b, net.Mixed_5c, net.Mixed_5d = A(192, 32), A(256, 64), A(288, 64)
+    net.Mixed_6b, net.Mixed_6c, net.Mixed_6d, net.Mixed_6e = C(768, 128), C(768, 160), C(768, 160), C(768, 192)
+    net.Mixed_7b, net.Mixed_7c = E(1280), EMax(2048)
+    return net.eval()
+
+
+POOL3 = ("Conv2d_1a_3x3", "Conv2d_2a_3x3", "Conv2d_2b_3x3", "maxpool1", "Conv2d_3b_1x1", "Conv2d_4a_3x3",
+         "maxpool2", "Mixed_5b", "Mixed_5c", "Mixed_5d", "Mixed_6a", "Mixed_6b", "Mixed_6c", "Mixed_6d",
+         "Mixed_6e", "Mixed_7a", "Mixed_7b", "Mixed_7c", "avgpool")  # to pool3, as pytorch-fid's blocks 0-3
+
+
+def load_network(store=None):
+    """The FID Inception with the store's weights, every key loaded (WeightsMissing names the file
+    and the fix when it is absent, not the published file and not a recorded stand-in, or its keys
+    differ)."""
+    state = networks.load(NAME, store)
+    net = build_network()
+    try:
+        net.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise WeightsMissing(f"FID skipped: {networks.weight_file(NAME, store)} is not the FID Inception "
+                             f"state dict ({str(err).splitlines()[0]} ...)") from None
+    return net
+
+
+def pool3(net, images):
+    """pool3 features (B, 2048) of float images (B, 3, H, W) in [0, 1]."""
+    import torch
+    import torch.nn.functional as F
+
+    x = F.interpolate(images, size=(SIZE, SIZE), mode="bilinear", align_corners=False)
+    x = 2 * x - 1
+    with torch.no_grad():
+        for name in POOL3:
+            x = getattr(net, name)(x)
+    return x.flatten(1)
+
+
+@dataclass(frozen=True)
+class FidFeatures:
+    features: np.ndarray = field(repr=False)  # (N, 2048) float64, one row a frame
+
+    @property
+    def n(self) -> int:
+        return len(self.features)
+
+
+def _batches(frames: Iterable, batch_size: int) -> Iterator[np.ndarray]:
+    batch = []
+    for item in frames:
+        frame = item[1] if isinstance(item, tuple) else item  # MediaReader.frames() yields (index, frame)
+        batch.append(np.asarray(frame, np.uint8))
+        if len(batch) == batch_size:
+            yield np.stack(batch)
+            batch = []
+    if batch:
+        yield np.stack(batch)
+
+
+def inception_features(frames: Iterable, store=None, batch_size: int = 32, net=None) -> FidFeatures:
+    """pool3 features of every frame: RGB uint8 (H, W, 3) arrays, or MediaReader.frames()'
+    (index, frame) pairs. Frames of one batch must share a size (pytorch-fid's DataLoader needs
+    that too). net: a loaded network to reuse (load_network)."""
+    import torch
+
+    net = net if net is not None else load_network(store)
+    rows = []
+    for batch in _batches(frames, batch_size):
+        images = torch.from_numpy(batch).permute(0, 3, 1, 2).float().div(255)  # ToTensor
+        rows.append(pool3(net, images).double().numpy())
+    if not rows:
+        raise ValueError("FID: no frames")
+    return FidFeatures(np.concatenate(rows))
+
+
+def fid(a: FidFeatures | np.ndarray, b: FidFeatures | np.ndarray) -> float:
+    """FID between two feature sets (pytorch-fid's statistics and distance)."""
+    fa = a.features if isinstance(a, FidFeatures) else a
+    fb = b.features if isinstance(b, FidFeatures) else b
+    return frechet_distance(fa, fb)
+
+
+def stand_in_state(seed: int) -> dict:
+    """The stand-in pt_inception-2015-12-05-6726825d.pth: {key: numpy array} for every key of the
+    network's state_dict (BatchNorm's num_batches_tracked included, so it loads strictly with any
+    torch), by backends/stand_in.py's rules, the 1008-class `fc` (unused by pool3) as a score head."""
+    from theval_mesh.backends.stand_in import seeded_state
+
+    return seeded_state(build_network(), seed, last_linear=("fc",))

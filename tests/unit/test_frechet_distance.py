@@ -1,0 +1,121 @@
+"""Known answers for the Fréchet distance behind FID and FVD (pure.metrics.legacy), and the FID/FVD
+backends' behaviour without weights. Fast: no network runs."""
+import numpy as np
+import pytest
+import scipy.linalg
+
+from theval_mesh.pure.errors import WeightsMissing
+from theval_mesh.pure.metrics import legacy as lm
+
+
+def independent(mu1, s1, mu2, s2):
+    """The textbook formula with scipy's sqrtm, written apart from the code under test."""
+    root = scipy.linalg.sqrtm(s1 @ s2)
+    return float(np.sum((mu1 - mu2) ** 2) + np.trace(s1 + s2 - 2 * np.real(root)))
+
+
+def test_a_set_against_itself_is_zero():
+    x = np.random.default_rng(0).normal(size=(500, 16)) * np.arange(1, 17)
+    mu, s = lm.gaussian_stats(x)
+    assert abs(lm.frechet_distance(x, x)) <= 1e-6 * np.trace(s)
+
+
+def test_diagonal_covariances_closed_form():
+    rng = np.random.default_rng(1)
+    d = 8
+    mu1, mu2 = rng.normal(size=d), rng.normal(size=d)
+    v1, v2 = rng.uniform(0.5, 3, d), rng.uniform(0.5, 3, d)
+    closed = np.sum((mu1 - mu2) ** 2) + np.sum(v1 + v2 - 2 * np.sqrt(v1 * v2))
+    got = lm.frechet_distance_stats(mu1, np.diag(v1), mu2, np.diag(v2))
+    assert got == pytest.approx(closed, rel=1e-10)
+    assert got == pytest.approx(independent(mu1, np.diag(v1), mu2, np.diag(v2)), rel=1e-10)
+
+
+def test_sampled_gaussians_against_scipy_and_the_population_value():
+    rng = np.random.default_rng(2)
+    d = 6
+    a_ = rng.normal(size=(d, d))
+    s1 = a_ @ a_.T + d * np.eye(d)  # a general (non-commuting) covariance
+    v2 = rng.uniform(1, 4, d)
+    mu1, mu2 = np.zeros(d), np.full(d, 0.5)
+    a = rng.multivariate_normal(mu1, s1, size=20000)
+    b = rng.multivariate_normal(mu2, np.diag(v2), size=20000)
+    got = lm.frechet_distance(a, b)
+    ma, sa = a.mean(0), np.cov(a, rowvar=False)
+    mb, sb = b.mean(0), np.cov(b, rowvar=False)
+    assert got == pytest.approx(independent(ma, sa, mb, sb), rel=1e-9)  # the same sample statistics
+    assert got == pytest.approx(independent(mu1, s1, mu2, np.diag(v2)), rel=0.05)  # the population's
+
+
+def test_fvd_statistics_are_stylegan_vs_biased_covariance():
+    x = np.random.default_rng(3).normal(size=(10, 3))
+    mu, s = lm.gaussian_stats(x, ddof=0)
+    raw = x.T @ x / len(x) - np.outer(mu, mu)  # StyleGAN-V FeatureStats.get_mean_cov
+    assert np.allclose(s, raw)
+
+
+def test_fewer_samples_than_dimensions_is_finite_and_biased():
+    # N <= D: both covariances singular (rank N - 1); sqrtm of the singular product stays finite,
+    # the value is defined (as pytorch-fid's) but falls as N grows for the same two distributions
+    rng = np.random.default_rng(4)
+    d = 64
+    values = []
+    for n in (16, 48):
+        a = rng.normal(size=(n, d))
+        b = rng.normal(size=(n, d)) + 0.1
+        value = lm.frechet_distance(a, b)
+        assert np.isfinite(value)
+        mu_a, s_a = lm.gaussian_stats(a)
+        assert np.linalg.matrix_rank(s_a) == n - 1
+        values.append(value)
+    assert values[0] > values[1] > d * 0.01  # population value: 64 x 0.1^2 = 0.64
+
+
+def test_zero_covariances_leave_the_mean_term():
+    s = np.zeros((3, 3))  # sqrtm(0) is 0: finite, no nudge
+    assert lm.frechet_distance_stats(np.zeros(3), s, np.ones(3), s) == pytest.approx(3.0)
+
+
+def test_a_large_imaginary_part_is_refused_unless_asked_to_keep_the_real_part():
+    s1 = np.diag([1.0, 1.0])
+    s2 = -np.eye(2)  # not a covariance: sqrtm(s1 s2) = i I
+    with pytest.raises(ValueError, match="imaginary component"):
+        lm.frechet_distance_stats(np.zeros(2), s1, np.zeros(2), s2)
+    assert np.isfinite(lm.frechet_distance_stats(np.zeros(2), s1, np.zeros(2), s2, imaginary_atol=None))
+
+
+def test_too_few_rows_are_named():
+    with pytest.raises(ValueError, match="N > 1"):
+        lm.gaussian_stats(np.zeros((1, 4)))
+
+
+def test_fvd_clip_windows_are_stated():
+    from theval_mesh.backends.legacy.fvd import clip_windows, video_clips
+
+    assert clip_windows(40) == [(0, 16), (16, 32)]
+    assert clip_windows(40, clips_per_video=1) == [(0, 16)]
+    assert clip_windows(15) == []
+    frames = [np.full((2, 2, 3), i, np.uint8) for i in range(40)]
+    clips = list(video_clips(frames))
+    assert [c[0, 0, 0, 0] for c in clips] == [0, 16] and clips[0].shape == (16, 2, 2, 3)
+
+
+def test_missing_weights_name_the_file_and_the_fix(tmp_path):
+    from theval_mesh.backends.legacy import fid, fvd
+
+    with pytest.raises(WeightsMissing, match=r"pt_inception-2015-12-05-6726825d.pth not in the weights store.*"
+                                             r"theval weights fetch --model fid-inception"):
+        fid.inception_features([np.zeros((8, 8, 3), np.uint8)], store=tmp_path)
+    with pytest.raises(WeightsMissing, match=r"i3d_torchscript.pt not in the weights store.*"
+                                             r"theval weights fetch --model fvd-i3d"):
+        fvd.i3d_features([[np.zeros((8, 8, 3), np.uint8)] * 16], store=tmp_path)
+
+
+def test_a_foreign_file_under_the_fid_name_is_not_taken_for_a_stand_in(tmp_path):
+    from theval_mesh.backends.legacy import networks
+
+    (tmp_path / "pt_inception-2015-12-05-6726825d.pth").write_bytes(b"other")
+    (tmp_path / "STAND-IN.json").write_text('{"seed": 0, "files": {"pt_inception-2015-12-05-6726825d.pth": '
+                                           '{"sha256": "not this file"}}}')
+    with pytest.raises(WeightsMissing, match="is not the published FID Inception weights"):
+        networks.weight_file("fid-inception", tmp_path)
