@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from theval_mesh.backends.legacy import syncnet
+from theval_mesh.backends.legacy import fvd, syncnet
 from theval_mesh.backends.legacy.networks import skip_reason
 from theval_mesh.pure.errors import UserError, WeightsMissing
 from theval_mesh.pure.metrics import legacy as lm
@@ -69,14 +69,16 @@ def test_summary_means_ignore_nan_and_count():
     assert row[lm.PSNR] == 35.0 and row["n:PSNR"] == 2 and row["n:SSIM"] == 1
     assert math.isnan(row[lm.FID]) and row["n:FID"] == 0
 
-def test_present_weights_load_but_are_not_computed_and_bad_ones_are_named(tmp_path):
+def test_absent_and_foreign_weights_are_named(tmp_path):
     assert "syncnet_v2.model not in the weights store" in skip_reason("syncnet", tmp_path)
     torch.save({"netcnnaud.0.weight": torch.zeros(2)}, tmp_path / "syncnet_v2.model")
     assert skip_reason("syncnet", tmp_path) == ""  # computed: its file is checked as it loads
     with pytest.raises(WeightsMissing, match="is not SyncNet's syncnet_v2.model"):
         syncnet.load(tmp_path)
     (tmp_path / "i3d_torchscript.pt").write_bytes(b"truncated")
-    assert skip_reason("fvd-i3d", tmp_path).startswith("FVD skipped: cannot load")
+    assert skip_reason("fvd-i3d", tmp_path) == ""
+    with pytest.raises(WeightsMissing, match="FVD skipped: cannot load"):
+        fvd.load_detector(tmp_path)
     (tmp_path / "pt_inception-2015-12-05-6726825d.pth").write_bytes(b"other")
     assert "is not the published FID Inception weights" in skip_reason("fid-inception", tmp_path)
 

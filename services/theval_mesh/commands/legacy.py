@@ -38,11 +38,8 @@ def run(args) -> int:
                                 lse_pipeline=args.lse_pipeline)
     videos, summary = legacy_metrics.write_outputs(result, args.out)
     print(legacy_metrics.format_summary(result))
-    for line in legacy_metrics.notes(result):
-        if line.startswith("WARNING"):
-            print(line)
-    for columns, what in result.provenance.items():
-        print(f"{columns}: {what}")
+    for line in legacy_metrics.notes(result):  # stand-in warning, provenance, sample sizes
+        print(line)
     for reason in result.skipped:
         print(reason)
     for row in result.rows:

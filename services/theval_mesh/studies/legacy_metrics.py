@@ -71,6 +71,7 @@ class LegacyRun:
     summary: list[dict]                              # one per model, pure.metrics.legacy.summary_row
     skipped: list[str] = field(default_factory=list)  # why the network columns are NaN, once each
     provenance: dict = field(default_factory=dict)   # column(s) -> what computed them
+    samples: dict = field(default_factory=dict)  # (model, FID|FVD) -> (generated, GT) frames|clips, videos
 
     @property
     def failed(self) -> list[LegacyRow]:
@@ -229,7 +230,72 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
         if net is not None:
             _add_sync(row, net, limits, lse_pipeline)
     names = list(dict.fromkeys(m for m, _ in models))
-    return LegacyRun(rows, summarize(rows, names), skipped, provenance)
+    sets = SetMetrics(store, limits, skipped, provenance)
+    values = {m: sets.of([r for r in rows if r.model == m and r.status == OK]) for m in names} if sets.nets else {}
+    result = LegacyRun(rows, summarize(rows, names, values), skipped, provenance)
+    result.samples = sets.samples
+    return result
+
+
+class SetMetrics:
+    """FID and FVD of a model: its generated videos' frames (clips) against those of the GT videos
+    they pair with, one value per model (no interval: a set-level number; the sample sizes are
+    stated, since both are biased with few samples). Each GT video's features are computed once."""
+
+    def __init__(self, store, limits: Limits, skipped: list[str], provenance: dict):
+        from theval_mesh.backends.legacy.networks import describe
+
+        self.limits, self.nets, self.samples, self.cache = limits, {}, {}, {}
+        for name, column in (("fid-inception", lm.FID), ("fvd-i3d", lm.FVD)):
+            if skip_reason(name, store):
+                continue
+            try:
+                self.nets[column] = _load_set_network(name, store)
+            except WeightsMissing as err:
+                skipped.append(str(err))
+                continue
+            provenance[column] = (
+                f"{describe(name, store)}; " + ("pytorch-fid's FID Inception, pool3 2048-d of every frame resized to "
+                                                "299 bilinear" if column == lm.FID else
+                                                "StyleGAN-V's I3D call, non-overlapping 16-frame clips from frame 0"))
+
+    def _features(self, path: str) -> dict:
+        if path not in self.cache:
+            from theval_mesh.backends.legacy import fid, fvd
+
+            frames = [f for _, f in MediaReader(path, self.limits).frames()]
+            out = {}
+            if lm.FID in self.nets:
+                out[lm.FID] = fid.inception_features(frames, net=self.nets[lm.FID]).features
+            if lm.FVD in self.nets:
+                clips = list(fvd.video_clips(frames))
+                out[lm.FVD] = (fvd.i3d_features([frames], detector=self.nets[lm.FVD]).features if clips
+                               else np.zeros((0, 400)))
+            self.cache[path] = out
+        return self.cache[path]
+
+    def of(self, rows: list[LegacyRow]) -> dict:
+        """{column: value} of one model's scored rows; the sample sizes in self.samples."""
+        from theval_mesh.backends.legacy import fid, fvd
+
+        if not rows:
+            return {}
+        gen = [self._features(r.video) for r in rows]
+        gt = [self._features(p) for p in dict.fromkeys(r.gt_video for r in rows)]
+        values = {}
+        for column, distance in ((lm.FID, fid.fid), (lm.FVD, fvd.fvd)):
+            if column not in self.nets:
+                continue
+            a, b = (np.concatenate([f[column] for f in side]) for side in (gen, gt))
+            self.samples[(rows[0].model, column)] = (len(a), len(b), len(rows), len(gt))
+            values[column] = distance(a, b) if min(len(a), len(b)) >= 2 else math.nan
+        return values
+
+
+def _load_set_network(name: str, store):
+    from theval_mesh.backends.legacy import fid, fvd
+
+    return fid.load_network(store) if name == "fid-inception" else fvd.load_detector(store)
 
 
 def _add_sync(row: LegacyRow, net, limits: Limits, pipeline: str) -> None:
@@ -266,6 +332,10 @@ def notes(result: LegacyRun) -> list[str]:
     lines = [f"{columns}: {what}" for columns, what in result.provenance.items()]
     lines += [f"{s['Model']}: {s.get(COUNT_PREFIX + lm.LMD_F, 0)} video pairs for LMD/PSNR/SSIM, "
               f"{s.get(COUNT_PREFIX + lm.LSE_C, 0)} videos with LSE" for s in result.summary]
+    unit = {lm.FID: "frames", lm.FVD: "16-frame clips"}
+    lines += [f"{model}: {column} over {a} generated vs {b} GT {unit[column]} ({videos} vs {gt_videos} videos); "
+              "biased with few samples: compare values of equal sample sizes only"
+              for (model, column), (a, b, videos, gt_videos) in result.samples.items()]
     if any("stand-in:" in what for what in result.provenance.values()):
         lines.insert(0, "WARNING: computed with STAND-IN weights: the values mean nothing as scores")
     return lines

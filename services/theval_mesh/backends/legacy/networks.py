@@ -55,19 +55,11 @@ def describe(name: str, store=None) -> str:
     return f"{path.name} sha256:{sha}" + ("" if seed is None else f" ({ws.stand_in_label(seed)})")
 
 
-COMPUTED = {"syncnet"}  # the networks this version computes metrics with
-
-
 def skip_reason(name: str, store=None) -> str:
-    """Why the network's columns are NaN: its weights are missing or unusable, or (loaded) this
-    version does not compute them yet; "" when it computes them."""
-    m = LEGACY_MODELS[name]
+    """Why the network's columns are empty: its weight file is missing or not the published one;
+    "" when it is there (a file that then fails to load says so as its module loads it)."""
     try:
-        if name in COMPUTED:
-            weight_file(name, store)
-            return ""
-        load(name, store)
+        weight_file(name, store)
     except WeightsMissing as err:
         return str(err)
-    return (f"{m.metrics} skipped: {m.network} weights {m.main.name} load from {ws.resolve(store)}, "
-            f"but this version does not compute {m.metrics} yet")
+    return ""

@@ -3,13 +3,11 @@
 `i3d_torchscript.pt` (our I3D, i3d.py, scripted and saved as TorchScript). `write_file` gives one
 file and its marker entry (for stand_in.write to merge into its marker); `write` writes both and
 merges them into the store's STAND-IN.json."""
-import json
 from pathlib import Path
 
 from theval_mesh.backends.checksum import sha256_file
-from theval_mesh.backends.stand_in import GENERATOR, _tensors, values_digest
+from theval_mesh.backends.stand_in import _tensors, values_digest
 from theval_mesh.backends.weights.registry import LEGACY_MODELS
-from theval_mesh.backends.weights.store import MARKER, read_marker
 
 NETWORKS = ("fid-inception", "fvd-i3d")
 
@@ -35,13 +33,8 @@ def write_file(store: Path, name: str, seed: int) -> tuple[str, dict]:
 
 
 def write(store: Path, seed: int = 0, names=NETWORKS) -> dict:
-    """Write the stand-ins of `names` and record them in STAND-IN.json (merged with the entries of
-    the same seed already there, as stand_in.write does); returns the marker."""
-    store = Path(store)
-    written = dict(write_file(store, name, seed) for name in names)
-    marker = {"generator": GENERATOR, "seed": seed, "files": written}
-    old = read_marker(store)
-    if old and old.get("seed") == seed:
-        marker["files"] = {**old.get("files", {}), **written}
-    (store / MARKER).write_text(json.dumps(marker, indent=1, sort_keys=True) + "\n")
-    return marker
+    """Write the stand-ins of `names` and record them in STAND-IN.json (stand_in.write, which merges
+    them with the entries of the same seed already there); returns the marker."""
+    from theval_mesh.backends import stand_in
+
+    return stand_in.write(Path(store), seed, models=(), legacy=list(names))
