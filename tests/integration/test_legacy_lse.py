@@ -23,6 +23,7 @@ def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("legacy-lse")
     store = root / "store"
     stand_in.write(store, 0, models=(), legacy=["syncnet"])
+    stand_in.write(root / "all-store", 0, models=(), legacy=["syncnet", "fid-inception", "fvd-i3d"])
     # 110 frames (4.4 s): just over syncnet_python's 100-frame track minimum, to keep the test short
     (root / "gt").mkdir()
     for name, source in (("a", "astronaut_de_gt"), ("t", "tom_it_gt")):
@@ -57,12 +58,17 @@ def test_the_api_computes_lse_and_leaves_only_lse_empty_where_it_cannot(folders)
 def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_ins(folders, capsys):
     out = folders / "out"
     assert cli(["legacy", "--gt", str(folders / "gt"), "--generated", str(folders / "desync"),
-                "--store", str(folders / "store"), "--out", str(out), "--no-progress"]) == 0
+                "--store", str(folders / "all-store"), "--out", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "WARNING: computed with STAND-IN weights" in printed and "pipeline syncnet_python" in printed
+    # FID and FVD: one value per model, with the sample sizes behind it
+    assert "desync: FID over 220 generated vs 220 GT frames (2 vs 2 videos)" in printed
+    assert "desync: FVD over 12 generated vs 12 GT 16-frame clips" in printed
     doc = json.loads((out / "legacy.json").read_text())
     assert doc["notes"][0].startswith("WARNING") and doc["summary"][0]["n:LSE-C"] == 2
-    assert r"LSE-C $\uparrow$" in (out / "legacy.tex").read_text()
+    assert doc["summary"][0]["FID"] > 0 and doc["summary"][0]["FVD"] > 0 and doc["skipped"] == []
+    assert "(stand-in:0)" in doc["provenance"]["FID"] and "(stand-in:0)" in doc["provenance"]["FVD"]
+    assert r"LSE-C $\uparrow$ & LSE-D $\downarrow$ & FVD $\downarrow$ & FID $\downarrow$" in (out / "legacy.tex").read_text()
     in_process = theval_mesh.legacy(folders / "gt", {"desync": folders / "desync"}, store=folders / "store",
                                     lse_pipeline="in-process")
     # the re-encodings (MPEG-4, JPEG, XVID, JPEG) move the stand-in's LSE: why the default is theirs
