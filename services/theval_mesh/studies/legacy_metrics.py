@@ -245,7 +245,7 @@ class SetMetrics:
     def __init__(self, store, limits: Limits, skipped: list[str], provenance: dict):
         from theval_mesh.backends.legacy.networks import describe
 
-        self.limits, self.nets, self.samples, self.cache = limits, {}, {}, {}
+        self.limits, self.skipped, self.nets, self.samples, self.cache = limits, skipped, {}, {}, {}
         for name, column in (("fid-inception", lm.FID), ("fvd-i3d", lm.FVD)):
             if skip_reason(name, store):
                 continue
@@ -288,7 +288,11 @@ class SetMetrics:
                 continue
             a, b = (np.concatenate([f[column] for f in side]) for side in (gen, gt))
             self.samples[(rows[0].model, column)] = (len(a), len(b), len(rows), len(gt))
-            values[column] = distance(a, b) if min(len(a), len(b)) >= 2 else math.nan
+            try:
+                values[column] = distance(a, b) if min(len(a), len(b)) >= 2 else math.nan
+            except ValueError as err:  # pytorch-fid's refusal: a large imaginary part in sqrtm
+                self.skipped.append(f"{column} of {rows[0].model}: {err}")
+                values[column] = math.nan
         return values
 
 
