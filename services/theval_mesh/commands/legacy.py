@@ -6,12 +6,12 @@ from theval_mesh.pure.metrics import lse
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "legacy", help="legacy metrics for comparison (LMD, PSNR, SSIM, ...: the paper's Table 2)",
+        "legacy", help="the usual talking-head metrics beside THEval's (LSE-C/D, FID, FVD, LMD, PSNR, SSIM)",
         description="Compare each generated video with the GT video of the same file name: LMD-F and "
                     "LMD-M (FaceMesh landmarks, 256-scale px), PSNR and SSIM, frames paired by index "
                     "up to the shorter video; LSE-C/LSE-D and the AV offset (SyncNet, syncnet_python's "
-                    "pipeline) per generated video. LSE-C/LSE-D, FID and FVD are empty, with the "
-                    "reason, when their weights are not in the weights store.")
+                    "pipeline) per generated video; FID (pytorch-fid) and FVD (StyleGAN-V) per model. "
+                    "A metric whose network weights are not in the weights store is empty, with the reason.")
     p.add_argument("--generated", required=True, nargs="+", action="extend", metavar="DIR_OR_FILE",
                    help="folders (one model each) or video files of generated videos")
     p.add_argument("--gt", required=True, metavar="DIR", help="folder of the GT videos, same file names")
