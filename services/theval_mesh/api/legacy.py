@@ -11,14 +11,17 @@ __all__ = ["LegacyRow", "LegacyRun", "legacy"]
 
 
 def legacy(gt: str | Path, generated: Models, out: str | Path | None = None, *, store: str | Path | None = None,
-           lse_pipeline: str = lse.SYNCNET_PYTHON, progress: bool = False) -> LegacyRun:
+           lse_pipeline: str = lse.SYNCNET_PYTHON, source_image: str | Path | None = None,
+           progress: bool = False) -> LegacyRun:
     """generated: {model: folder or video file} or [(model, path), ...]. Returns the LegacyRun:
     `rows` (a LegacyRow per generated video), `summary` (per model: means, "n:" counts, "CI low/high"
     bounds), `provenance`, `skipped` (why a column is empty) and `to_latex()`. out: also write
     legacy.csv, legacy_summary.csv, legacy.tex and legacy.json there (and the summary into the
     folder's results.json when it is an evaluation's). lse_pipeline: "syncnet_python" (the published
-    numbers' conversions; needs the ffmpeg program) or "in-process"."""
-    result = run(model_pairs(generated), str(gt), store=store, progress=progress, lse_pipeline=lse_pipeline)
+    numbers' conversions; needs the ffmpeg program) or "in-process". source_image: CSIM's source
+    identity (default: each GT video's first frame with a face)."""
+    result = run(model_pairs(generated), str(gt), store=store, progress=progress, lse_pipeline=lse_pipeline,
+                 source_image=source_image)
     if out is not None:
         write_outputs(result, out)
     return result

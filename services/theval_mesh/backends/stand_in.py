@@ -398,7 +398,7 @@ def write(store: Path, seed: int = 0, models=None, reference_extras: bool = Fals
             save(SWIN_B, swin_b_state(seed, state))
         write_retinaface(store, seed, written)
     for name in legacy:
-        if name == "syncnet":
+        if name in ("syncnet", "arcface"):
             file_name, state = legacy_state(name, seed)
             save(file_name, state)
         else:  # FID's Inception and FVD's I3D TorchScript: written by their own module
@@ -444,4 +444,8 @@ def legacy_state(name: str, seed: int) -> tuple[str, dict]:
             state[first] = (w - w.mean(axis=tuple(range(1, w.ndim)), keepdims=True)).astype(np.float32)
         return LEGACY_MODELS[name].main.name, {k: v for k, v in state.items()
                                                if not k.endswith("num_batches_tracked")}
+    if name == "arcface":
+        from theval_mesh.backends.legacy.arcface import stand_in_state
+
+        return LEGACY_MODELS[name].main.name, stand_in_state(seed)
     raise UserError(f"no stand-in state for {name!r}: its file is written by backends/legacy/stand_ins.py")

@@ -10,7 +10,8 @@ def register(subparsers) -> None:
         description="Compare each generated video with the GT video of the same file name: LMD-F and "
                     "LMD-M (FaceMesh landmarks, 256-scale px), PSNR and SSIM, frames paired by index "
                     "up to the shorter video; LSE-C/LSE-D and the AV offset (SyncNet, syncnet_python's "
-                    "pipeline) per generated video; FID (pytorch-fid) and FVD (StyleGAN-V) per model. "
+                    "pipeline) and CSIM (ArcFace identity similarity to the source) per generated video; FID "
+                    "(pytorch-fid) and FVD (StyleGAN-V) per model. "
                     "A metric whose network weights are not in the weights store is empty, with the reason.")
     p.add_argument("--generated", required=True, nargs="+", action="extend", metavar="DIR_OR_FILE",
                    help="folders (one model each) or video files of generated videos")
@@ -26,6 +27,8 @@ def register(subparsers) -> None:
                    help="syncnet_python (default): its ffmpeg re-encodings, JPEG frames and XVID crops, as the "
                         "published LSE numbers (needs the ffmpeg program); in-process: the decoded pixels, "
                         "nothing re-encoded (faster; NOT comparable with published LSE)")
+    p.add_argument("--source-image", metavar="IMAGE",
+                   help="CSIM: the source identity for every video (default: each GT video's first frame with a face)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -35,7 +38,7 @@ def run(args) -> int:
 
     models = legacy_metrics.generated_models(args.generated, args.model)
     result = legacy_metrics.run(models, args.gt, store=args.store, progress=not args.no_progress,
-                                lse_pipeline=args.lse_pipeline)
+                                lse_pipeline=args.lse_pipeline, source_image=args.source_image)
     videos, summary = legacy_metrics.write_outputs(result, args.out)
     print(legacy_metrics.format_summary(result))
     for line in legacy_metrics.notes(result):  # stand-in warning, provenance, sample sizes

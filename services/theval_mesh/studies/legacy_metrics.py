@@ -28,17 +28,18 @@ from theval_mesh.outputs.results_files import SCHEMA_ID
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError, VideoError, WeightsMissing
 from theval_mesh.pure.limits import Limits
+from theval_mesh.pure.metrics import identity, lse
 from theval_mesh.pure.metrics import legacy as lm
-from theval_mesh.pure.metrics import lse
 from theval_mesh.pure.scoring import uncertainty
 from theval_mesh.pure.scoring.tables import COUNT_PREFIX
 
 OK, FAILED = "ok", "failed"
 # Network -> the summary columns it would fill (all NaN in this version, see backends/legacy).
-NETWORK_COLUMNS = {"syncnet": (lm.LSE_C, lm.LSE_D), "fid-inception": (lm.FID,), "fvd-i3d": (lm.FVD,)}
+NETWORK_COLUMNS = {"syncnet": (lm.LSE_C, lm.LSE_D), "fid-inception": (lm.FID,), "fvd-i3d": (lm.FVD,),
+                   "arcface": (lm.CSIM,)}
 # legacy.csv column -> summary column, for the per-video metrics
 PER_VIDEO = {"lmd_f": lm.LMD_F, "lmd_m": lm.LMD_M, "psnr": lm.PSNR, "ssim": lm.SSIM,
-             "lse_c": lm.LSE_C, "lse_d": lm.LSE_D}
+             "lse_c": lm.LSE_C, "lse_d": lm.LSE_D, "csim": lm.CSIM}
 
 
 @dataclass
@@ -55,6 +56,7 @@ class LegacyRow:
     ssim: float = math.nan
     lse_c: float = math.nan
     lse_d: float = math.nan
+    csim: float = math.nan       # identity: mean cosine of ArcFace embeddings to the source face
     av_offset: float = math.nan  # SyncNet's, in 25 fps frames (syncnet_python's sign)
     lse_tracks: int = 0          # face tracks behind LSE (their mean)
     lse_reason: str = ""         # why LSE is empty for this video when the others are not
@@ -155,11 +157,36 @@ def _check_faces(video: str, gt_video: str, gen: LandmarkSeries, gt: LandmarkSer
         raise VideoError(video, f"no frame where both it and its GT {gt_video} show a face")
 
 
-def compare(video: str, gt_video: str, limits: Limits = Limits()) -> dict:
+def _face(rgb: np.ndarray, points: np.ndarray | None) -> np.ndarray | None:
+    """The 112x112 ArcFace-aligned face of a frame from its FaceMesh points (normalised), or None."""
+    from theval_mesh.backends.legacy import arcface
+
+    if points is None:
+        return None
+    h, w = rgb.shape[:2]
+    return arcface.aligned(rgb, identity.five_points(points[:, :2] * (w, h)))
+
+
+def source_face(path) -> np.ndarray:
+    """The aligned face of a --source-image (VideoError when it cannot be read or shows no face)."""
+    bgr = cv2.imread(str(path))
+    if bgr is None:
+        raise UserError(f"--source-image {path}: not an image OpenCV can read")
+    rgb = np.ascontiguousarray(bgr[:, :, ::-1])
+    with FaceTracker(SINGLE) as tracker:
+        face = _face(rgb, tracker.process(rgb))
+    if face is None:
+        raise UserError(f"--source-image {path}: no face found by FaceMesh")
+    return face
+
+
+def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=None,
+            source: np.ndarray | None = None) -> dict:
     """The per-video legacy metrics of one generated video against its GT video (decoded once
-    each, side by side). VideoError for a video that cannot be read or has no face."""
+    each, side by side). VideoError for a video that cannot be read or has no face. arcface_net:
+    also CSIM, against `source` (an aligned face) or else the GT video's first frame with a face."""
     gen_lm, gt_lm = LandmarkSeries(478), LandmarkSeries(478)  # SINGLE is refined: 478 points
-    psnrs, ssims = [], []
+    psnrs, ssims, faces = [], [], []
     with ExitStack() as stack:
         readers = []
         for path in (video, gt_video):
@@ -173,14 +200,25 @@ def compare(video: str, gt_video: str, limits: Limits = Limits()) -> dict:
             psnrs.append(lm.psnr(resized, gt))
             ssims.append(lm.ssim(resized, gt))
             # Landmarks on the frames as decoded: normalised coordinates do not depend on the size.
-            gen_lm.append(i, gen_tracker.process(gen))
-            gt_lm.append(i, gt_tracker.process(gt))
+            gen_points, gt_points = gen_tracker.process(gen), gt_tracker.process(gt)
+            gen_lm.append(i, gen_points)
+            gt_lm.append(i, gt_points)
+            if arcface_net is not None:
+                if source is None and gt_points is not None:
+                    source = _face(gt, gt_points)  # the GT's first frame with a face
+                faces.append(_face(gen, gen_points))
     if not psnrs:
         raise VideoError(video, "no frame to compare")
     _check_faces(video, gt_video, gen_lm, gt_lm)
     d = lm.landmark_distances(gen_lm.points, gt_lm.points)
-    return {"lmd_f": d.lmd_f, "lmd_m": d.lmd_m, "psnr": float(np.mean(psnrs)), "ssim": float(np.mean(ssims)),
-            "frames_paired": d.frames_paired, "frames_skipped": d.frames_skipped}
+    out = {"lmd_f": d.lmd_f, "lmd_m": d.lmd_m, "psnr": float(np.mean(psnrs)), "ssim": float(np.mean(ssims)),
+           "frames_paired": d.frames_paired, "frames_skipped": d.frames_skipped}
+    if arcface_net is not None and source is not None and any(f is not None for f in faces):
+        from theval_mesh.backends.legacy import arcface
+
+        emb = arcface.embeddings(arcface_net, [source, *(f for f in faces if f is not None)])
+        out["csim"] = float(np.mean(identity.cosine(emb[1:], emb[0])))
+    return out
 
 
 # ---------------------------------------------------------------- a run
@@ -203,7 +241,7 @@ def summarize(rows: list[LegacyRow], models: list[str], network_values: dict | N
 
 
 def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limits(),
-        progress: bool = True, lse_pipeline: str = lse.SYNCNET_PYTHON) -> LegacyRun:
+        progress: bool = True, lse_pipeline: str = lse.SYNCNET_PYTHON, source_image=None) -> LegacyRun:
     if lse_pipeline not in lse.PIPELINES:
         raise UserError(f"--lse-pipeline {lse_pipeline!r}: one of {', '.join(lse.PIPELINES)}")
     rows = pair_by_name(models, gt_dir)
@@ -219,10 +257,23 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
             provenance["LSE-C/LSE-D"] = syncnet.provenance(store, lse_pipeline)
         except WeightsMissing as err:  # present but not that network: LSE empty, the rest scored
             skipped.insert(0, str(err))
+    arcface_net, source = None, None
+    if not skip_reason("arcface", store):
+        from theval_mesh.backends.legacy import arcface  # torch only when ArcFace runs
+        from theval_mesh.backends.legacy.networks import describe
+
+        try:
+            arcface_net = arcface.load(store)
+            provenance[lm.CSIM] = (f"ArcFace iresnet100 {describe('arcface', store)}; faces: {arcface.DETECTOR}; "
+                                   "source: " + (f"{source_image}" if source_image else "each GT video's first frame "
+                                                                                       "with a face"))
+            source = source_face(source_image) if source_image else None
+        except WeightsMissing as err:
+            skipped.insert(0, str(err))
     todo = [r for r in rows if r.status == OK]
     for row in tqdm(todo, desc="pairs", unit="pair", disable=not progress):
         try:
-            for key, value in compare(row.video, row.gt_video, limits).items():
+            for key, value in compare(row.video, row.gt_video, limits, arcface_net, source).items():
                 setattr(row, key, value)
         except VideoError as err:  # this pair fails alone, with its reason
             row.status, row.reason = FAILED, str(err)

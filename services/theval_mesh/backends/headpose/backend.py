@@ -17,6 +17,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from theval_mesh.backends.liveness import check
+from theval_mesh.pure.geometry import umeyama
 
 RIGID_FIT = "facemesh-rigid-fit"
 BACKEND = f"{RIGID_FIT} v1 (per-video mean shape, Umeyama)"
@@ -33,19 +34,6 @@ class HeadPose:
     cx: np.ndarray
     cy: np.ndarray
     dropped: str | None = None  # why head motion is NaN for the whole video (a reference rule)
-
-
-def umeyama(src: np.ndarray, dst: np.ndarray):
-    """Similarity (s, R, t) minimising |dst - (s R src + t)|^2 for (K, 3) point sets."""
-    mu_s, mu_d = src.mean(0), dst.mean(0)
-    a, b = src - mu_s, dst - mu_d
-    u, sig, vt = np.linalg.svd(b.T @ a / len(src))
-    d = np.ones(3)
-    if np.linalg.det(u) * np.linalg.det(vt) < 0:
-        d[-1] = -1
-    r = u @ np.diag(d) @ vt
-    s = (sig * d).sum() / a.var(0).sum()
-    return s, r, mu_d - s * r @ mu_s
 
 
 def _head_frame(shape: np.ndarray) -> np.ndarray:

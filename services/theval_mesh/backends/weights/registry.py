@@ -157,6 +157,11 @@ LEGACY_MODELS = {m.name: m for m in (
     # pytorch-fid's port of the TF FID Inception, at the address pyiqa 0.1.16 loads it from
     # (archs/inception.py FID_WEIGHTS_URL)
     LegacyModel("fid-inception", "FID Inception", "FID", (_pyiqa("pt_inception-2015-12-05-6726825d.pth"),)),
+    # insightface arcface_torch's iresnet100 (model zoo: ms1mv3_arcface_r100_fp16, backbone.pth),
+    # the identity network of CSIM. Its zoo serves it from a shared drive, not a stable file URL:
+    # the url is the zoo's page; `fetch` cannot get it, copy it by hand.
+    LegacyModel("arcface", "ArcFace iresnet100", "CSIM", (WeightFile(
+        "backbone.pth", "https://github.com/deepinsight/insightface/tree/master/model_zoo", None, "main"),)),
     # StyleGAN-V's TorchScript I3D (src/metrics/frechet_video_distance.py detector_url)
     LegacyModel("fvd-i3d", "FVD I3D", "FVD", (WeightFile(
         "i3d_torchscript.pt", "https://www.dropbox.com/s/ge9e5ujwgetktms/i3d_torchscript.pt?dl=1",
