@@ -23,7 +23,7 @@ def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("legacy-lse")
     store = root / "store"
     stand_in.write(store, 0, models=(), legacy=["syncnet"])
-    stand_in.write(root / "all-store", 0, models=(), legacy=["syncnet", "fid-inception", "fvd-i3d"])
+    stand_in.write(root / "all-store", 0, models=(), legacy=["syncnet", "fid-inception", "fvd-i3d", "arcface"])
     # 110 frames (4.4 s): just over syncnet_python's 100-frame track minimum, to keep the test short
     (root / "gt").mkdir()
     for name, source in (("a", "astronaut_de_gt"), ("t", "tom_it_gt")):
@@ -68,6 +68,9 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
     assert doc["notes"][0].startswith("WARNING") and doc["summary"][0]["n:LSE-C"] == 2
     assert doc["summary"][0]["FID"] > 0 and doc["summary"][0]["FVD"] > 0 and doc["skipped"] == []
     assert "(stand-in:0)" in doc["provenance"]["FID"] and "(stand-in:0)" in doc["provenance"]["FVD"]
+    assert "(stand-in:0)" in doc["provenance"]["CSIM"] and "first frame with a face" in doc["provenance"]["CSIM"]
+    assert all(0.5 < v["csim"] <= 1.0 for v in doc["videos"])  # the same speakers as their sources
+    assert r"CSIM $\uparrow$" in (out / "legacy.tex").read_text()
     assert r"LSE-C $\uparrow$ & LSE-D $\downarrow$ & FVD $\downarrow$ & FID $\downarrow$" in (out / "legacy.tex").read_text()
     in_process = theval_mesh.legacy(folders / "gt", {"desync": folders / "desync"}, store=folders / "store",
                                     lse_pipeline="in-process")
