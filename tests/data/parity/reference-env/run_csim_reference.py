@@ -18,6 +18,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def main():
     p.add_argument("--weights", required=True, type=Path)
     p.add_argument("--project-python", required=True)
     p.add_argument("--clips", type=Path, default=Path(__file__).resolve().parents[1] / "clips")
-    p.add_argument("--work", type=Path, default=Path("/tmp/csim-oracle-work"))
+    p.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "csim-oracle-work")
     p.add_argument("--out", required=True, type=Path)
     args = p.parse_args()
     import torch
