@@ -9,7 +9,7 @@ import numpy as np
 import scipy.linalg
 
 from theval_mesh.pure.metrics.landmark_sets import LIPS
-from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX, latex_escape
+from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX, latex_escape, tex_number
 
 # Summary columns, named as in the paper's Table 2 (what `theval align` reads as per-model scores).
 LMD_F, LMD_M, PSNR, SSIM, LSE_C, LSE_D, FID, FVD, CSIM = COLUMNS = (
@@ -135,11 +135,6 @@ def summary_row(model: str, values: dict, intervals: dict | None = None) -> dict
     return {**row, **counts, **bounds}
 
 
-def _tex(value: float, decimals: int) -> str:
-    text = f"{value:.{decimals}f}"
-    return "$-$" + text[1:] if text.startswith("-") else text
-
-
 def summary_latex(summary: list[dict], notes: list[str], decimals: int = 3) -> str:
     """The legacy metrics as a booktabs tabular in TABLE_ORDER, arrows for the better direction,
     each cell "mean $\\pm$ half-width" of its bootstrap interval, the best model per column in bold,
@@ -154,10 +149,10 @@ def summary_latex(summary: list[dict], notes: list[str], decimals: int = 3) -> s
     def cell(row, c):
         if math.isnan(row[c]):
             return "--"
-        text = _tex(row[c], decimals)
+        text = tex_number(row[c], decimals)
         low, high = row.get(c + CI_LOW, math.nan), row.get(c + CI_HIGH, math.nan)
         if not (math.isnan(low) or math.isnan(high)):
-            text += r" $\pm$ " + _tex((high - low) / 2, decimals)
+            text += r" $\pm$ " + tex_number((high - low) / 2, decimals)
         return rf"\textbf{{{text}}}" if len(summary) > 1 and round(row[c], decimals) == best[c] else text
 
     arrows = {True: r"$\uparrow$", False: r"$\downarrow$"}

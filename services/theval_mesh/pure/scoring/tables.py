@@ -285,7 +285,7 @@ def latex_escape(text: str) -> str:
     return "".join(LATEX_SPECIAL.get(c, c) for c in str(text))
 
 
-def _tex_number(value: float, decimals: int) -> str:
+def tex_number(value: float, decimals: int) -> str:
     text = f"{value:.{decimals}f}"
     return "$-$" + text[1:] if text.startswith("-") else text  # a minus sign, not a hyphen
 
@@ -311,10 +311,10 @@ def leaderboard_latex(board: Leaderboard, decimals: int = 3) -> str:
         v = value(row, name)
         if math.isnan(v):
             return "--"
-        text = _tex_number(v, decimals)
+        text = tex_number(v, decimals)
         low, high = intervals.get(name, (math.nan, math.nan))
         if not (math.isnan(low) or math.isnan(high)):
-            text += r" $\pm$ " + _tex_number((high - low) / 2, decimals)
+            text += r" $\pm$ " + tex_number((high - low) / 2, decimals)
         bold = not row.is_gt and row.rank is not None and round(v, decimals) == best[name]
         return rf"\textbf{{{text}}}" if bold else text
 
