@@ -8,6 +8,8 @@ from tests.support.video_files import write_video
 
 # Keep torch/onnx from oversubscribing the 2 cores when tests run model code.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+# Every test scores afresh, whatever the developer's cache holds; the result cache's tests give their own.
+os.environ["THEVAL_CACHE"] = "off"
 
 
 def write_clip(path, frames=10, size=(64, 48), fps=25, audio_rate=16000, channels=1, tone=None,

@@ -19,6 +19,7 @@ from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring import tables
 from theval_mesh.pure.scoring.final_score import Leaderboard
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores import result_cache
 from theval_mesh.stores.job_store import SqlJobStore
 
 if TYPE_CHECKING:
@@ -86,8 +87,8 @@ class Evaluation:
 def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, settings: RunSettings | None = None,
              workers: int = 1, gt_name: str = "GT", weights: Mapping[str, float] | str | None = None,
              weights_store: str | None = None, progress: bool = True, mesh: str | None = None,
-             inline: bool = False, ray_address: str | None = None, partial_score: bool = False,
-             allow_unpaired: bool = False, log_to: str | None = None,
+             inline: bool | None = None, ray_address: str | None = None, partial_score: bool = False,
+             allow_unpaired: bool = False, cache: bool | str | Path = True, log_to: str | None = None,
              mlflow_uri: str | None = None, mlflow_experiment: str = "theval", **options: Any) -> Evaluation:
     """Score the GT videos and each model's, then rank the models against the GT.
 
@@ -99,8 +100,12 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
     same `out`, it skips the videos already scored with these settings. Without `out` it runs in
     a temporary folder, removed before returning: nothing is written, nothing resumes.
 
-    Runs on Ray (`workers` actors, each loading the models once; a local Ray unless
-    `ray_address`), or in this process with `inline`. mesh: HOST:PORT of an evaluator that scores
+    Runs in this process with one worker (inline=None chooses it when workers == 1 and no
+    `ray_address`: a local Ray's start costs more than it gives one worker), else on Ray
+    (`workers` actors, each loading the models once; a local Ray unless `ray_address`) or as
+    `inline` says. cache: a video whose bytes were scored before with the same settings, backends
+    and tool version is not scored again but reused from the result cache (True: $THEVAL_CACHE or
+    ~/.cache/theval/results-cache.sqlite; a file or postgresql:// URL; False: every video scored). mesh: HOST:PORT of an evaluator that scores
     the videos instead of in-process models (its allowed roots must hold them). weights:
     Final-score weights ({"Lip sync": 2}, or the --weights text). progress: a progress bar and a
     line per failed video on stderr. A video that cannot be scored is a failed result with its
@@ -126,8 +131,9 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
     pairs = model_pairs(models)
     run = dict(settings=settings, workers=workers, gt_name=gt_name, weights=weights, partial_score=partial_score,
                allow_unpaired=allow_unpaired,
-               weights_store=weights_store,
-               progress=progress, mesh=mesh, inline=inline, ray_address=ray_address)
+               weights_store=weights_store, cache=result_cache.location(cache),
+               progress=progress, mesh=mesh, ray_address=ray_address,
+               inline=(workers == 1 and ray_address is None) if inline is None else inline)
     if out is not None:
         evaluation = _evaluate(str(gt), pairs, Path(out), **run)
         if log_to:
@@ -141,8 +147,8 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
 
 
 def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSettings, workers: int, gt_name: str,
-              weights, partial_score: bool, allow_unpaired: bool, weights_store, progress: bool, mesh: str | None,
-              inline: bool,
+              weights, partial_score: bool, allow_unpaired: bool, weights_store, cache: str | None, progress: bool,
+              mesh: str | None, inline: bool,
               ray_address: str | None) -> Evaluation:
     inputs = [(gt_name, gt)] + models
     items = plan(inputs)
@@ -152,7 +158,7 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
     spec = pipeline.new_spec(inputs, settings, quiet=not progress, items=items, allow_unpaired=allow_unpaired,
                              gt_name=gt_name, workers=workers,
                              quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address,
-                             partial_score=partial_score)
+                             partial_score=partial_score, cache=cache)
     out.mkdir(parents=True, exist_ok=True)
     store = SqlJobStore(out / results_files.RESULTS_DB)
     try:

@@ -11,7 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-from theval_mesh.commands.evaluate import add_log_options, add_run_options, log_run, print_summary, settings_from
+from theval_mesh.commands.evaluate import (
+    add_log_options,
+    add_run_options,
+    cache_choice,
+    log_run,
+    print_summary,
+    settings_from,
+)
 from theval_mesh.core.inputs import parse_model_arg, plan
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.drivers import drive, last_line, start_driver, summary
@@ -20,6 +27,7 @@ from theval_mesh.outputs.results_files import write_results
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.store_location import is_server
+from theval_mesh.stores import result_cache
 from theval_mesh.stores.job_store import FINISHED, SqlJobStore
 
 START_TIMEOUT_S = 120.0
@@ -108,7 +116,8 @@ def submit(args) -> int:
     spec = pipeline.new_spec(inputs, settings, quiet=args.quiet, items=items, allow_unpaired=args.allow_unpaired,
                              gt_name=args.gt_name,
                              workers=args.workers, quality_store=args.weights_store, mesh=args.mesh,
-                             weights=args.weights, ray_address=args.ray_address, partial_score=args.partial_score)
+                             weights=args.weights, ray_address=args.ray_address, partial_score=args.partial_score,
+                             cache=result_cache.location(cache_choice(args)))
     store = open_store(args)
     for line in settings_changed(store.scored_otherwise(items, spec.settings_key()), spec.settings):
         print(line, file=sys.stderr)

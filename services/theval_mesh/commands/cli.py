@@ -10,7 +10,7 @@ from theval_mesh.pure.version import VERSION
 
 # module name under theval_mesh.commands -> registered there with register(subparsers)
 COMMANDS = ("evaluate", "demo", "score", "synth", "weights", "serve", "mesh", "triton", "bulk", "report", "legacy",
-            "robustness", "study", "align")
+            "robustness", "study", "align", "cache")
 
 VERSION_FLAG = "--version"
 

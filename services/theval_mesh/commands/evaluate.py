@@ -36,7 +36,17 @@ def add_run_options(p: argparse.ArgumentParser):
                         "generated video is named after the GT video it was made from)")
     p.add_argument("--weights-store", default=None, metavar="DIR",
                    help="quality model weights directory (default $THEVAL_WEIGHTS or ~/.cache/theval/weights)")
+    p.add_argument("--cache", default=None, metavar="FILE|URL",
+                   help="the result cache: a video whose bytes were scored with the same settings, backends and "
+                        "tool version is reused, not scored again (default $THEVAL_CACHE or "
+                        "~/.cache/theval/results-cache.sqlite; `theval cache status|clear`)")
+    p.add_argument("--no-cache", action="store_true", help="score every video, neither reading nor filling the cache")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def cache_choice(args):
+    """--no-cache / --cache FILE|URL as the API's `cache`."""
+    return False if args.no_cache else (args.cache or True)
 
 
 def add_log_options(p: argparse.ArgumentParser):
@@ -79,8 +89,11 @@ def register(sub):
                         "its allowed roots must hold the videos. --workers N keeps N videos in flight")
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="run on this Ray cluster (default: start a local Ray for the run and stop it after)")
-    p.add_argument("--inline", action="store_true",
-                   help="score in this process, one video at a time, without Ray (for debugging)")
+    p.add_argument("--inline", action="store_true", default=None,
+                   help="score in this process, one video at a time, without Ray (the default with one worker "
+                        "and no --ray-address)")
+    p.add_argument("--ray", dest="inline", action="store_false",
+                   help="run on a Ray even with one worker (a local one unless --ray-address)")
     add_run_options(p)
     add_log_options(p)
     p.set_defaults(func=run)
@@ -113,7 +126,7 @@ def run(args) -> int:
     evaluation = evaluate(args.gt, models, args.out, settings=settings, workers=args.workers, gt_name=args.gt_name,
                           weights=args.weights, partial_score=args.partial_score, allow_unpaired=args.allow_unpaired,
                           weights_store=args.weights_store,
-                          progress=not args.quiet,
+                          progress=not args.quiet, cache=cache_choice(args),
                           mesh=args.mesh, inline=args.inline, ray_address=args.ray_address)
     print_summary(evaluation.board, evaluation.results, evaluation.paths)
     log_run(args, args.out)

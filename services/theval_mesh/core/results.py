@@ -54,6 +54,9 @@ class VideoResult:
     drift: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
+    # True when this result was not scored by this run but reused from the result cache
+    # (stores.result_cache): the same bytes, settings and backends; `seconds` is the first run's.
+    reused: bool = False
 
     def __repr__(self) -> str:
         """Short, for a notebook: the model, the video's file name, the status (and reason), the

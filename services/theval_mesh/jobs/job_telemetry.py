@@ -15,6 +15,9 @@ JOB_VIDEOS = prom.Counter("theval_job_videos", "videos a job committed, by outco
 JOB_RETRIES = prom.Counter("theval_job_retries", "videos sent back to the queue after a transient failure")
 JOB_IN_FLIGHT = prom.Gauge("theval_job_in_flight", "videos queued on or being scored by the workers (the "
                            "orchestrator's queue depth)")
+CACHE_LOOKUPS = prom.Counter("theval_result_cache_lookups", "per-video result cache lookups, by outcome (hit: "
+                             "reused; miss: scored; stale, corrupt: an entry deleted and scored again)",
+                             ["outcome"])
 STAGE_SECONDS = prom.Histogram("theval_compute_seconds", "compute time per video, by stage (landmarks, quality, "
                                "audio, head_pose) and per metric (metric:<key>)", ["stage"],
                                buckets=(0.0001, 0.001) + LATENCY_BUCKETS)

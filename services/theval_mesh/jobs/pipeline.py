@@ -28,6 +28,7 @@ from theval_mesh.pure.errors import ServiceError, UserError, VideoError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.security import ClientSecurity
 from theval_mesh.stores.job_store import HEARTBEAT_S, JobSpec, JobStore, StoreFull
+from theval_mesh.stores.result_cache import HIT, open_cache
 
 QUEUED_PER_ACTOR = 2
 MAX_ATTEMPTS = 8
@@ -123,6 +124,26 @@ def check(spec) -> str | None:
     return f"{quality}\n{choose(settings.headpose, spec.quality_store)[1]}"
 
 
+def expected_provenance(spec) -> dict:
+    """The provenance the job's results will carry (cheap: no model is loaded), for the result
+    cache's key before anything is scored."""
+    settings = _settings(spec)
+    if spec.mesh:
+        from theval_mesh.rpc.mesh_engine import MeshEngine
+        engine = MeshEngine(spec.mesh, settings)
+        try:
+            return engine.provenance()
+        finally:
+            engine.close()
+    from theval_mesh.core.engine import Engine
+    return Engine(settings, spec.quality_store).provenance()
+
+
+def _fingerprint(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
 def _missing(item: Item, spec) -> VideoResult:
     return VideoResult(item.model, item.video, FAILED, item.missing, settings=spec.settings)
 
@@ -147,6 +168,9 @@ class _Loop:
         self.attempts: dict = {}      # seq -> transient failures so far
         self.last_beat = 0.0
         self.cancelled = False
+        self.cache = open_cache(self.spec.cache, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
+        self.provenance = expected_provenance(self.spec) if self.cache else None
+        self.digests: dict = {}  # seq -> (sha256, (size, mtime)) of a video the cache missed
         job_telemetry.JOBS_RUNNING.inc()
 
     def next_item(self):
@@ -163,9 +187,41 @@ class _Loop:
             for seq, item in rows:
                 if item.missing:  # cannot even be opened: a failed result, no scoring
                     self.commit(_missing(item, self.spec))
-                else:
+                elif not self._from_cache(seq, item):
                     self.page.append((seq, item))
         return self.page.popleft()
+
+    def _from_cache(self, seq: int, item: Item) -> bool:
+        """Commit the cached result of this video's bytes if there is one (True); else remember
+        its digest, to keep the result it will be scored to."""
+        if self.cache is None:
+            return False
+        from theval_mesh.backends.checksum import sha256_file
+        try:
+            before = _fingerprint(item.video)
+            digest = sha256_file(item.video)
+        except OSError:
+            return False  # scoring says what is wrong with it
+        outcome, result = self.cache.get(digest, self.spec.settings, self.provenance)
+        job_telemetry.CACHE_LOOKUPS.labels(outcome).inc()
+        if outcome != HIT:
+            self.digests[seq] = (digest, before)
+            return False
+        result.model, result.video, result.reused = item.model, item.video, True
+        self.commit(result)
+        return True
+
+    def scored(self, seq: int, item: Item, result: VideoResult):
+        """Commit a result a worker scored; keep it in the cache unless the file changed meanwhile."""
+        digest, before = self.digests.pop(seq, (None, None))
+        if digest and result.status != FAILED:
+            try:
+                unchanged = _fingerprint(item.video) == before
+            except OSError:
+                unchanged = False
+            if unchanged:
+                self.cache.put(digest, self.spec.settings, self.provenance, result)
+        self.commit(result)
 
     def exhausted(self) -> bool:
         return self.drained and not self.page and not self.retry
@@ -173,7 +229,8 @@ class _Loop:
     def commit(self, result: VideoResult):
         self.store.commit(self.job_id, result)
         job_telemetry.JOB_VIDEOS.labels("failed" if result.status == FAILED else "ok").inc()
-        job_telemetry.observe_stages(result.timings)
+        if not result.reused:  # computed now, not by the run that cached it
+            job_telemetry.observe_stages(result.timings)
         if self.on_result:
             self.on_result(result)
 
@@ -193,6 +250,8 @@ class _Loop:
 
     def end(self, error: BaseException | None) -> None:
         job_telemetry.JOBS_RUNNING.dec()
+        if self.cache:
+            self.cache.close()
         if error is None:
             state, why = ("cancelled" if self.cancelled else "done"), None
         elif isinstance(error, (KeyboardInterrupt, JobStopped, StoreFull)):  # resumable as it is
@@ -240,7 +299,7 @@ def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
             seq, item = nxt
             _, kind, payload = scorer.score(seq, item.model, item.video, on_frames)
             if kind == "ok":
-                loop.commit(VideoResult.from_json(payload))
+                loop.scored(seq, item, VideoResult.from_json(payload))
             else:
                 loop.transient(seq, item, payload)
             loop.beat()
@@ -299,6 +358,11 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
     started_here = not ray.is_initialized()
 
     def body():
+        first = loop.next_item()  # a Ray and its actors only when something is left to score
+        if first is None and loop.exhausted():  # e.g. every video was in the result cache
+            return
+        if first is not None:
+            loop.page.appendleft(first)
         if started_here:
             start_ray(ray_address, workers)
         mesh = bool(loop.spec.mesh)
@@ -349,7 +413,7 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
                     loop.transient(seq, item, why)
                     continue
                 if kind == "ok":
-                    loop.commit(VideoResult.from_json(payload))
+                    loop.scored(seq, item, VideoResult.from_json(payload))
                 else:
                     loop.transient(seq, item, payload)
             loop.beat()

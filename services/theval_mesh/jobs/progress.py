@@ -35,6 +35,7 @@ class Progress:
         """frames: also a bar of the frames of the video being scored (an inline run, where the
         frames are decoded in this process): a long video moves too."""
         self.bar = tqdm(total=job.total, initial=job.done, desc="videos", unit="video", disable=not enabled)
+        self.reused = self.scored = 0
         self.frames = tqdm(desc="frames", unit="frame", position=1, leave=False, disable=not (enabled and frames))
         line = resuming(job)
         if line:
@@ -46,6 +47,12 @@ class Progress:
         for w in result.warnings:
             if not w.startswith("Traceback"):
                 self.bar.write(f"warning [{result.model}] {result.video}: {w}")
+        if result.reused:
+            self.reused += 1
+        elif result.status != FAILED:
+            self.scored += 1
+        if self.reused:
+            self.bar.set_postfix_str(f"cache: {self.reused} reused, {self.scored} scored", refresh=False)
         self.bar.update(1)
         self.frames.reset()
 
@@ -54,4 +61,7 @@ class Progress:
 
     def close(self):
         self.frames.close()
+        if self.reused:
+            self.bar.write(f"result cache: {self.reused} video(s) reused (same bytes, settings and backends), "
+                           f"{self.scored} scored now; --no-cache scores every video", file=sys.stderr)
         self.bar.close()
