@@ -8,7 +8,8 @@ import time
 from theval_mesh.backends import liveness
 from theval_mesh.backends.media.sources import BYTES_LABEL
 from theval_mesh.core.stages import new_result, score
-from theval_mesh.jobs.job_telemetry import observe_stages, register_jobs
+from theval_mesh.backends.checksum import sha256_file
+from theval_mesh.jobs.job_telemetry import CACHE_LOOKUPS, observe_stages, register_jobs
 from theval_mesh.pure.errors import VideoError
 from theval_mesh.pure.scoring.final_score import parse_weights
 from theval_mesh.pure.settings import RunSettings
@@ -27,7 +28,9 @@ from theval_mesh.service import streams
 from theval_mesh.service.reference_sets import GtVideo, ReferenceSets, VideoScores
 from theval_mesh.service.submitted_jobs import SubmittedJobs
 from theval_mesh.stores.job_store import Job
+from theval_mesh.stores import result_cache
 from theval_mesh.stores.reference_store import Reference, ReferenceStore
+from theval_mesh.stores.result_cache import ResultCache
 
 SERVICE = evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"].full_name
 NO_DEADLINE_S = 24 * 3600.0
@@ -57,8 +60,9 @@ def _outcome(error) -> str:
 
 
 class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
-    def __init__(self, config: Config, sets: ReferenceSets, jobs: SubmittedJobs, clients: MeshClients):
-        self.config, self.sets, self.jobs, self.clients = config, sets, jobs, clients
+    def __init__(self, config: Config, sets: ReferenceSets, jobs: SubmittedJobs, clients: MeshClients,
+                 cache: ResultCache | None = None):
+        self.config, self.sets, self.jobs, self.clients, self.cache = config, sets, jobs, clients, cache
 
     # ------------------------------------------------------------------ scoring one video
     def _score(self, video_ref, label: str, model: str, settings: RunSettings, deadline: float, cancelled=None):
@@ -67,9 +71,18 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         once `cancelled` (backends.liveness) says the caller is gone."""
         with opened_video(video_ref, self.config) as path:
             provenance = self.clients.provenance(settings, deadline)
+            digest = sha256_file(path) if self.cache else None
+            if digest:
+                outcome, cached = self.cache.get(digest, settings.key(), provenance)
+                CACHE_LOOKUPS.labels(outcome).inc()
+                if cached:
+                    cached.model, cached.video, cached.reused = model, label, True
+                    return cached, None
             result = new_result(model, label, settings, provenance)
             error = score(lambda: self.clients.open(video_ref, path, settings, deadline, cancelled), result,
                           settings)
+            if digest and error is None:
+                self.cache.put(digest, settings.key(), provenance, result)
         if error is not None and result.reason and video_ref.WhichOneof("source") == "content":
             result.reason = result.reason.replace(path, BYTES_LABEL)  # a temporary file's name
             if isinstance(error, VideoError):
@@ -90,7 +103,8 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         telemetry.VIDEOS.labels(_outcome(error)).inc()
         if error is not None:
             return result, error
-        observe_stages(result.timings)
+        if not result.reused:
+            observe_stages(result.timings)
         response = evaluator_pb2.EvaluateResponse(result=wire.result_to_proto(result))
         if reference is not None:
             response.scores.CopyFrom(_scores_proto(self.sets.record(reference, result)))
@@ -248,8 +262,10 @@ def register(config: Config):
 
     deps = DependencyHealth({n: (clients.addresses[n], clients.channels[n]) for n in clients.addresses}, on_change)
 
+    # The result cache lives in the evaluator's store too (off with THEVAL_CACHE=off).
+    cache = ResultCache(config.store) if result_cache.enabled() else None
     servicer = EvaluatorServicer(config, ReferenceSets(store, config.allowed_roots, config.run, config.limits), jobs,
-                                 clients)
+                                 clients, cache)
     jobs.trust_drivers(_driver_security(config), config.tokens or None)
 
     def add(server):
@@ -260,6 +276,8 @@ def register(config: Config):
         jobs.close()
         clients.close()
         store.close()
+        if cache:
+            cache.close()
     # Clients send videos as bytes up to max_video_bytes: refuse anything much larger unread.
     return Service(add, readiness=deps.check, on_stop=stop, receive_limit=config.max_video_bytes + MIB,
                    on_bound=jobs.bound)

@@ -43,6 +43,12 @@ def default_location() -> str | None:
     return str(Path(base) / "theval" / "results-cache.sqlite")
 
 
+def enabled() -> bool:
+    """False when $THEVAL_CACHE says off (an evaluator keeps its cache in its own store otherwise)."""
+    env = os.environ.get(ENV)
+    return env is None or env.strip().lower() not in OFF
+
+
 def location(choice) -> str | None:
     """What the commands' --cache/--no-cache and the API's `cache` say: True (or None) for the
     default location, False for none, else a file or URL."""
