@@ -103,3 +103,16 @@ def test_the_mesh_evaluator_reuses_what_it_scored(folders, tmp_path):
         assert second.video == "upload.mp4"
     finally:
         mesh.stop()
+
+
+def test_with_everything_cached_no_ray_is_started(folders, tmp_path, monkeypatch):
+    from theval_mesh.jobs import pipeline
+    cache = str(tmp_path / "cache.sqlite")
+    evaluate(str(folders / "gt"), {}, tmp_path / "fill", quality="proxy", cache=cache, progress=False)
+    started = []
+    real = pipeline.start_ray
+    monkeypatch.setattr(pipeline, "start_ray", lambda *a, **k: (started.append(a), real(*a, **k)))  # a spy
+    again = evaluate(str(folders / "gt"), {}, tmp_path / "again", quality="proxy", cache=cache, workers=2,
+                     progress=False)
+    assert all(r.reused for r in again.results) and len(again.results) == 2
+    assert started == []
