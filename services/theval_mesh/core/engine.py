@@ -1,10 +1,8 @@
 """Score one video on the in-process backends: decode once, one FaceMesh pass, VAD once."""
 from theval_mesh.backends.audio.backend import AudioBackend
 from theval_mesh.backends.headpose import facexformer
-from theval_mesh.backends.headpose.backend import BACKEND as HEADPOSE_BACKEND
-from theval_mesh.backends.landmarks.backend import BACKEND as LANDMARK_BACKEND
 from theval_mesh.backends.quality.backend import QualityBackend
-from theval_mesh.core.provenance import describe
+from theval_mesh.core.provenance import in_process
 from theval_mesh.core.results import VideoResult
 from theval_mesh.core.stages import LocalVideo, new_result, score
 from theval_mesh.pure.settings import RunSettings
@@ -23,10 +21,7 @@ class Engine:
 
     def provenance(self) -> dict:
         if self._provenance is None:
-            headpose = self.headpose.describe() if self.headpose else HEADPOSE_BACKEND
-            self._provenance = describe(self.settings, LANDMARK_BACKEND, headpose,
-                                        self.audio.provenance(), self.quality.provenance(),
-                                        headpose_served_by=self.headpose.served_by if self.headpose else "in-process")
+            self._provenance = in_process(self.settings, self.quality, self.headpose, self.audio.provenance())
         return self._provenance
 
     def score_video(self, path, model: str = "", on_frames=None) -> VideoResult:

@@ -3,6 +3,7 @@
 One function for the embedded engine and the mesh evaluator, which learns the backends'
 descriptions from the services themselves."""
 from theval_mesh.backends.audio.model import REFERENCE_VAD
+from theval_mesh.backends.headpose.backend import BACKEND as HEADPOSE_BACKEND
 from theval_mesh.backends.headpose.backend import RIGID_FIT as HEADPOSE_RIGID_FIT
 from theval_mesh.backends.media.audio import EXTRACTION
 from theval_mesh.backends.media.decode import DECODER
@@ -40,6 +41,27 @@ def describe(settings: RunSettings, landmarks: str, headpose: str, vad: str, qua
         "frames": "all" if s.frame_stride == 1 else f"every {s.frame_stride}th",
         "normalise_translation": s.normalise_translation,
     }
+
+
+def in_process(settings: RunSettings, quality, headpose, vad: str) -> dict:
+    """The provenance of the in-process backends: quality a QualityBackend, headpose a
+    FaceXFormerHeadPose or None (the rigid fit), vad the VAD's description."""
+    from theval_mesh.backends.landmarks.name import BACKEND as LANDMARKS
+    return describe(settings, LANDMARKS, headpose.describe() if headpose else HEADPOSE_BACKEND, vad,
+                    quality.provenance(), headpose_served_by=headpose.served_by if headpose else "in-process")
+
+
+def expected(settings: RunSettings, quality_store=None) -> dict:
+    """What core.engine.Engine(settings, quality_store).provenance() gives, without importing torch
+    or MediaPipe for the default backends: the result cache's key before anything is scored.
+    (Paper quality checksums its models, so it loads them; FaceXFormer describes its files.)"""
+    from theval_mesh.backends.audio.model import vad_provenance
+    from theval_mesh.backends.headpose import facexformer
+    from theval_mesh.backends.quality.backend import QualityBackend
+    quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=quality_store)
+    use_facexformer, _ = facexformer.choose(settings.headpose, quality_store)
+    headpose = facexformer.FaceXFormerHeadPose(quality_store) if use_facexformer else None
+    return in_process(settings, quality, headpose, vad_provenance())
 
 
 def published_gt_blockers(s: RunSettings, vad: str, quality: dict, headpose: str) -> list[str]:

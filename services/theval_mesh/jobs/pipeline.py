@@ -135,8 +135,18 @@ def expected_provenance(spec) -> dict:
             return engine.provenance()
         finally:
             engine.close()
-    from theval_mesh.core.engine import Engine
-    return Engine(settings, spec.quality_store).provenance()
+    from theval_mesh.core.provenance import expected
+    return expected(settings, spec.quality_store)
+
+
+def _loads_models(spec) -> bool:
+    """Whether the expected provenance loads networks (paper quality, FaceXFormer; in-process)."""
+    from theval_mesh.backends.headpose import facexformer
+    from theval_mesh.backends.quality.backend import QualityBackend
+    settings = _settings(spec)
+    return not spec.mesh and (QualityBackend(mode=settings.quality, profile=settings.profile,
+                                             store=spec.quality_store).resolved_mode != "proxy"
+                              or facexformer.choose(settings.headpose, spec.quality_store)[0])
 
 
 def _fingerprint(path: str) -> tuple[int, int]:
@@ -152,7 +162,9 @@ class _Loop:
     """What both runners share: pending items a page at a time, commits, retries, heartbeat,
     progress and metrics."""
 
-    def __init__(self, store: JobStore, job_id: str, on_result=None):
+    def __init__(self, store: JobStore, job_id: str, on_result=None, provenance=None):
+        """provenance(): what the job's results will carry (default expected_provenance), asked
+        once, at the first cache lookup."""
         self.store, self.job_id, self.on_result = store, job_id, on_result
         try:
             check(store.get(job_id).spec)
@@ -169,7 +181,7 @@ class _Loop:
         self.last_beat = 0.0
         self.cancelled = False
         self.cache = open_cache(self.spec.cache, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
-        self.provenance = expected_provenance(self.spec) if self.cache else None
+        self._provenance, self.provenance = provenance or (lambda: expected_provenance(self.spec)), None
         self.digests: dict = {}  # seq -> (sha256, (size, mtime)) of a video the cache missed
         job_telemetry.JOBS_RUNNING.inc()
 
@@ -202,6 +214,8 @@ class _Loop:
             digest = sha256_file(item.video)
         except OSError:
             return False  # scoring says what is wrong with it
+        if self.provenance is None:
+            self.provenance = self._provenance()
         outcome, result = self.cache.get(digest, self.spec.settings, self.provenance)
         job_telemetry.CACHE_LOOKUPS.labels(outcome).inc()
         if outcome != HIT:
@@ -285,10 +299,20 @@ def _run(loop: _Loop, body):
 def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
     """Score the job's pending videos one at a time in this process; on_frames(n) as they are
     decoded (a long video's progress)."""
-    loop = _Loop(store, job_id, on_result)
+    scorers = []  # made at the first video to score: none when every video is cached
+
+    def scorer() -> ScoringWorker:
+        if not scorers:
+            scorers.append(ScoringWorker(loop.spec))
+        return scorers[0]
+
+    def provenance() -> dict:
+        # Paper quality loads its models to checksum them: load them once, in the scorer.
+        spec = store.get(job_id).spec
+        return scorer().engine.provenance() if _loads_models(spec) else expected_provenance(spec)
+    loop = _Loop(store, job_id, on_result, provenance)
 
     def body():
-        scorer = ScoringWorker(loop.spec)
         while not loop.cancelled:
             nxt = loop.next_item()
             if nxt is None:
@@ -297,7 +321,7 @@ def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
                 time.sleep(0.05)  # a retry is waiting for its pause
                 continue
             seq, item = nxt
-            _, kind, payload = scorer.score(seq, item.model, item.video, on_frames)
+            _, kind, payload = scorer().score(seq, item.model, item.video, on_frames)
             if kind == "ok":
                 loop.scored(seq, item, VideoResult.from_json(payload))
             else:

@@ -6,9 +6,9 @@ import json
 import time
 
 from theval_mesh.backends import liveness
+from theval_mesh.backends.checksum import sha256_file
 from theval_mesh.backends.media.sources import BYTES_LABEL
 from theval_mesh.core.stages import new_result, score
-from theval_mesh.backends.checksum import sha256_file
 from theval_mesh.jobs.job_telemetry import CACHE_LOOKUPS, observe_stages, register_jobs
 from theval_mesh.pure.errors import VideoError
 from theval_mesh.pure.scoring.final_score import parse_weights
@@ -27,8 +27,8 @@ from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 from theval_mesh.service import streams
 from theval_mesh.service.reference_sets import GtVideo, ReferenceSets, VideoScores
 from theval_mesh.service.submitted_jobs import SubmittedJobs
-from theval_mesh.stores.job_store import Job
 from theval_mesh.stores import result_cache
+from theval_mesh.stores.job_store import Job
 from theval_mesh.stores.reference_store import Reference, ReferenceStore
 from theval_mesh.stores.result_cache import ResultCache
 

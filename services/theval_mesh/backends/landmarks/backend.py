@@ -5,10 +5,11 @@ import cv2
 import mediapipe as mp
 import numpy as np
 
+from theval_mesh.backends.landmarks.name import BACKEND
 from theval_mesh.backends.landmarks.passes import MeshPass
 from theval_mesh.backends.native_logs import quiet_native_stderr
 
-BACKEND = f"mediapipe-facemesh {mp.__version__}"
+__all__ = ["BACKEND", "FaceTracker"]
 # The quiet window redirects the whole process's stderr: one graph start at a time.
 _START_LOCK = threading.Lock()
 
