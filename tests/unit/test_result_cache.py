@@ -158,3 +158,13 @@ def test_where_the_cache_is(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert location(True) == str(tmp_path / "theval" / "results-cache.sqlite")
     assert location(False) is None
+
+
+@pytest.mark.parametrize("options", [{}, {"profile": "paper"}, {"single_pass": True, "frame_stride": 2}])
+def test_the_key_made_before_any_model_loads_is_the_engines_provenance(options):
+    """core.provenance.expected (no torch, no MediaPipe) gives what the engine's results carry."""
+    from theval_mesh.core.engine import Engine
+    from theval_mesh.core.provenance import expected
+    from theval_mesh.pure.settings import RunSettings
+    settings = RunSettings(quality="proxy", **options)
+    assert expected(settings) == Engine(settings).provenance()
