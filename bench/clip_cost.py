@@ -4,7 +4,7 @@ costs, cold and warm, embedded and through the mesh (proxy quality, all 8 metric
   embedded cold     `theval evaluate --gt CLIP --no-cache`: a new process, start to exit
   embedded warm     the Python API's Scorer, models loaded, one more clip
   embedded cached   `theval evaluate --gt CLIP` again: the result cache holds it
-  mesh cold         the first Evaluate call after the mesh is SERVING (the services load lazily)
+  mesh cold         the first Evaluate call once the mesh is SERVING (its models load before that)
   mesh warm         the next call, another clip
   mesh cached       the first clip's bytes again (the evaluator's cache)
 
@@ -67,7 +67,7 @@ def main():
     base = rows["embedded cold"]
     print(f"one {FRAMES / 25:.0f} s clip ({FRAMES} frames, 512x512), proxy quality, 8 metrics:")
     for label in ("embedded cold", "embedded warm", "embedded cached", "mesh cold", "mesh warm", "mesh cached"):
-        print(f"  {label:<16} {rows[label]:6.2f} s   {rows[label] / base:5.2f}x embedded cold")
+        print(f"  {label:<16} {rows[label]:7.3f} s   {rows[label] / base:6.3f}x embedded cold")
 
 
 if __name__ == "__main__":
