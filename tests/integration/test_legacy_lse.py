@@ -68,6 +68,16 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
     assert doc["notes"][0].startswith("WARNING") and doc["summary"][0]["n:LSE-C"] == 2
     assert doc["summary"][0]["FID"] > 0 and doc["summary"][0]["FVD"] > 0 and doc["skipped"] == []
     assert "(stand-in:0)" in doc["provenance"]["FID"] and "(stand-in:0)" in doc["provenance"]["FVD"]
+    # their intervals: a bootstrap over the 2 video pairs, each resample's distance computed anew.
+    # A resample repeats videos, so it has fewer distinct frames: FID and FVD, biased upward with
+    # few samples, sit higher on it, and with 2 videos the interval lies above the point estimate.
+    row = doc["summary"][0]
+    for column in ("FID", "FVD"):
+        assert 0 < row[f"{column} CI low"] < row[f"{column} CI high"], column
+        assert row[f"{column} CI high"] > row[column], column
+    assert "FID over 220 generated vs 220 GT frames (2 vs 2 videos); biased with few samples: compare values of " \
+           "equal sample sizes only; its interval: 95% bootstrap over the 2 video pairs, 1000 resamples" in printed
+    assert r"$\pm$" in (out / "legacy.tex").read_text().split("FID")[-1]
     assert "(stand-in:0)" in doc["provenance"]["CSIM"] and "first frame with a face" in doc["provenance"]["CSIM"]
     assert all(0.5 < v["csim"] <= 1.0 for v in doc["videos"])  # the same speakers as their sources
     assert r"CSIM $\uparrow$" in (out / "legacy.tex").read_text()

@@ -6,6 +6,7 @@ import scipy.linalg
 
 from theval_mesh.pure.errors import WeightsMissing
 from theval_mesh.pure.metrics import legacy as lm
+from theval_mesh.pure.metrics.legacy import frechet_distance_stats, gaussian_stats
 
 
 def independent(mu1, s1, mu2, s2):
@@ -119,3 +120,43 @@ def test_a_foreign_file_under_the_fid_name_is_not_taken_for_a_stand_in(tmp_path)
                                            '{"sha256": "not this file"}}}')
     with pytest.raises(WeightsMissing, match="is not the published FID Inception weights"):
         networks.weight_file("fid-inception", tmp_path)
+
+
+# ---------------------------------------------------------------- the bootstrap's exact route
+@pytest.mark.parametrize("n1,n2,d", [(30, 40, 64), (200, 150, 16)], ids=["rows<dims", "rows>dims"])
+@pytest.mark.parametrize("ddof", [0, 1], ids=["biased(FVD)", "unbiased(FID)"])
+def test_the_weighted_route_is_the_sqrtm_distance(n1, n2, d, ddof):
+    from theval_mesh.pure.metrics.legacy import frechet_distance_weighted
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(n1, d)) @ rng.normal(size=(d, d)) * 0.3
+    b = rng.normal(0.2, 1.0, size=(n2, d))
+    ones_a, ones_b = np.ones(n1), np.ones(n2)
+    want = frechet_distance_stats(*gaussian_stats(a, ddof), *gaussian_stats(b, ddof), imaginary_atol=None)
+    assert frechet_distance_weighted(a, ones_a, b, ones_b, ddof) == pytest.approx(want, rel=1e-6)
+    # scipy's sqrtm on the covariances themselves, independently of our Fréchet code
+    mu1, s1 = a.mean(0), np.cov(a, rowvar=False, ddof=ddof)
+    mu2, s2 = b.mean(0), np.cov(b, rowvar=False, ddof=ddof)
+    direct = (mu1 - mu2) @ (mu1 - mu2) + np.trace(s1 + s2 - 2 * scipy.linalg.sqrtm(s1 @ s2).real)
+    assert frechet_distance_weighted(a, ones_a, b, ones_b, ddof) == pytest.approx(direct, rel=1e-6)
+    # integer weights are rows drawn that many times
+    wa, wb = rng.integers(0, 3, n1).astype(float), rng.integers(0, 3, n2).astype(float)
+    duplicated = frechet_distance_stats(*gaussian_stats(np.repeat(a, wa.astype(int), 0), ddof),
+                                        *gaussian_stats(np.repeat(b, wb.astype(int), 0), ddof), imaginary_atol=None)
+    assert frechet_distance_weighted(a, wa, b, wb, ddof) == pytest.approx(duplicated, rel=1e-6)
+
+
+def test_a_set_interval_holds_the_point_estimate_and_needs_two_videos():
+    from theval_mesh.pure.metrics.legacy import frechet_distance_weighted
+    from theval_mesh.pure.scoring.uncertainty import set_interval
+    rng = np.random.default_rng(5)
+    videos = [rng.normal(size=(20, 8)) for _ in range(6)]   # 6 generated videos of 20 frames
+    gts = [rng.normal(0.5, 1.0, size=(20, 8)) for _ in range(6)]
+    a, b, rows = np.concatenate(videos), np.concatenate(gts), [20] * 6
+
+    def statistic(counts):
+        return frechet_distance_weighted(a, np.repeat(counts, rows), b, np.repeat(counts, rows), 1)
+    point = statistic(np.ones(6))
+    low, high = set_interval(statistic, 6, resamples=300)
+    assert low < point < high
+    assert set_interval(statistic, 6, resamples=300) == (low, high)  # seeded
+    assert all(np.isnan(set_interval(statistic, 1)))

@@ -73,7 +73,8 @@ class LegacyRun:
     summary: list[dict]                              # one per model, pure.metrics.legacy.summary_row
     skipped: list[str] = field(default_factory=list)  # why the network columns are NaN, once each
     provenance: dict = field(default_factory=dict)   # column(s) -> what computed them
-    samples: dict = field(default_factory=dict)  # (model, FID|FVD) -> (generated, GT) frames|clips, videos
+    # (model, FID|FVD) -> (generated, GT) frames|clips, (generated, GT) videos, resamples of its interval
+    samples: dict = field(default_factory=dict)
 
     @property
     def failed(self) -> list[LegacyRow]:
@@ -223,10 +224,10 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
 
 # ---------------------------------------------------------------- a run
 def summarize(rows: list[LegacyRow], models: list[str], network_values: dict | None = None,
-              resamples: int = uncertainty.RESAMPLES) -> list[dict]:
+              resamples: int = uncertainty.RESAMPLES, network_intervals: dict | None = None) -> list[dict]:
     """Per model: the mean of each metric over its scored videos, the counts behind them and the
     bootstrap interval of each mean over videos. network_values: {model: {column: value}} for the
-    set-level FID / FVD (one value: no interval)."""
+    set-level FID / FVD, network_intervals: {(model, column): (low, high)} their intervals."""
     out = []
     for model in models:
         done = [r for r in rows if r.model == model and r.status == OK]
@@ -236,6 +237,8 @@ def summarize(rows: list[LegacyRow], models: list[str], network_values: dict | N
         intervals = dict(zip(PER_VIDEO.values(), bounds, strict=True))
         for column, value in (network_values or {}).get(model, {}).items():
             values[column] = [value]
+            if (model, column) in (network_intervals or {}):
+                intervals[column] = network_intervals[(model, column)]
         out.append(lm.summary_row(model, values, intervals))
     return out
 
@@ -283,20 +286,22 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
     names = list(dict.fromkeys(m for m, _ in models))
     sets = SetMetrics(store, limits, skipped, provenance)
     values = {m: sets.of([r for r in rows if r.model == m and r.status == OK]) for m in names} if sets.nets else {}
-    result = LegacyRun(rows, summarize(rows, names, values), skipped, provenance)
-    result.samples = sets.samples
+    result = LegacyRun(rows, summarize(rows, names, values, network_intervals=sets.intervals), skipped, provenance)
+    result.samples = {key: (*sizes, sets.resamples.get(key, 0)) for key, sizes in sets.samples.items()}
     return result
 
 
 class SetMetrics:
     """FID and FVD of a model: its generated videos' frames (clips) against those of the GT videos
-    they pair with, one value per model (no interval: a set-level number; the sample sizes are
-    stated, since both are biased with few samples). Each GT video's features are computed once."""
+    they pair with, one value per model with a bootstrap interval over video pairs (the sample
+    sizes are stated, since both are biased with few samples, a bias the interval does not
+    correct). Each GT video's features are computed once."""
 
     def __init__(self, store, limits: Limits, skipped: list[str], provenance: dict):
         from theval_mesh.backends.legacy.networks import describe
 
         self.limits, self.skipped, self.nets, self.samples, self.cache = limits, skipped, {}, {}, {}
+        self.intervals, self.resamples = {}, {}  # (model, column) -> (low, high), resamples
         for name, column in (("fid-inception", lm.FID), ("fvd-i3d", lm.FVD)):
             if skip_reason(name, store):
                 continue
@@ -333,18 +338,37 @@ class SetMetrics:
             return {}
         gen = [self._features(r.video) for r in rows]
         gt = [self._features(p) for p in dict.fromkeys(r.gt_video for r in rows)]
+        gt_of = list(dict.fromkeys(r.gt_video for r in rows))
+        gt_index = np.array([gt_of.index(r.gt_video) for r in rows])
         values = {}
-        for column, distance in ((lm.FID, fid.fid), (lm.FVD, fvd.fvd)):
+        for column, distance, ddof in ((lm.FID, fid.fid, 1), (lm.FVD, fvd.fvd, 0)):
             if column not in self.nets:
                 continue
             a, b = (np.concatenate([f[column] for f in side]) for side in (gen, gt))
-            self.samples[(rows[0].model, column)] = (len(a), len(b), len(rows), len(gt))
+            key = (rows[0].model, column)
+            self.samples[key] = (len(a), len(b), len(rows), len(gt))
             try:
                 values[column] = distance(a, b) if min(len(a), len(b)) >= 2 else math.nan
             except ValueError as err:  # pytorch-fid's refusal: a large imaginary part in sqrtm
                 self.skipped.append(f"{column} of {rows[0].model}: {err}")
                 values[column] = math.nan
+            if math.isfinite(values[column]):
+                self.intervals[key] = self._interval(a, b, [len(f[column]) for f in gen],
+                                                     [len(f[column]) for f in gt], gt_index, ddof, key)
         return values
+
+    def _interval(self, a, b, gen_rows, gt_rows, gt_index, ddof: int, key) -> tuple:
+        """The bootstrap interval over video pairs: a generated video and its GT video are drawn
+        together (a GT video paired twice counts twice), their frames (clips) with them."""
+        resamples = (uncertainty.SET_RESAMPLES if min(len(a), len(b)) <= a.shape[1]
+                     else uncertainty.LARGE_SET_RESAMPLES)
+        self.resamples[key] = resamples
+
+        def statistic(counts):
+            gt_counts = np.bincount(gt_index, weights=counts, minlength=len(gt_rows))
+            return lm.frechet_distance_weighted(a, np.repeat(counts, gen_rows), b, np.repeat(gt_counts, gt_rows),
+                                                ddof)
+        return uncertainty.set_interval(statistic, len(gen_rows), resamples)
 
 
 def _load_set_network(name: str, store):
@@ -390,7 +414,9 @@ def notes(result: LegacyRun) -> list[str]:
     unit = {lm.FID: "frames", lm.FVD: "16-frame clips"}
     lines += [f"{model}: {column} over {a} generated vs {b} GT {unit[column]} ({videos} vs {gt_videos} videos); "
               "biased with few samples: compare values of equal sample sizes only"
-              for (model, column), (a, b, videos, gt_videos) in result.samples.items()]
+              + (f"; its interval: {uncertainty.LEVEL:.0%} bootstrap over the {videos} video pairs, {resamples} "
+                 "resamples (it does not correct the bias)" if resamples else "")
+              for (model, column), (a, b, videos, gt_videos, resamples) in result.samples.items()]
     if any("stand-in:" in what for what in result.provenance.values()):
         lines.insert(0, "WARNING: computed with STAND-IN weights: the values mean nothing as scores")
     return lines

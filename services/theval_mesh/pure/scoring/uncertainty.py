@@ -97,6 +97,22 @@ def mean_intervals(values, resamples: int = RESAMPLES, seed: int = SEED, level: 
     return [_interval(means[:, j], level) if enough[j] else none for j in range(values.shape[1])]
 
 
+# A set-level statistic (FID, FVD) is computed anew on each resample: a few hundred resamples,
+# fewer when each costs a d x d eigendecomposition (more rows than feature dimensions on both sides).
+SET_RESAMPLES, LARGE_SET_RESAMPLES = 1000, 200
+
+
+def set_interval(statistic, n: int, resamples: int = SET_RESAMPLES, seed: int = SEED,
+                 level: float = LEVEL) -> tuple:
+    """The percentile bootstrap interval of a statistic of a whole set of n videos (FID, FVD):
+    statistic(counts) is its value when video i is drawn counts[i] times. Fewer than 2 videos: no
+    interval (NaN bounds)."""
+    if n < 2:
+        return (float("nan"), float("nan"))
+    draws = _draws(np.random.default_rng(seed), n, resamples)
+    return _interval(np.array([statistic(d) for d in draws], float), level)
+
+
 def paired_scores(gt_values, model_values, weights: dict, resamples: int = RESAMPLES, seed: int = SEED,
                   level: float = LEVEL) -> dict:
     """A model scored against a GT whose videos are the same items (row i of both: one source clip,
