@@ -116,3 +116,14 @@ def test_with_everything_cached_no_ray_is_started(folders, tmp_path, monkeypatch
                      progress=False)
     assert all(r.reused for r in again.results) and len(again.results) == 2
     assert started == []
+
+
+def test_a_bulk_job_reuses_what_an_evaluation_scored(folders, tmp_path):
+    cache = str(tmp_path / "cache.sqlite")
+    evaluate(str(folders / "gt"), {}, tmp_path / "eval", quality="proxy", cache=cache, progress=False)
+    store = str(tmp_path / "jobs.sqlite")
+    run = subprocess.run([THEVAL, "bulk", "submit", "--gt", str(folders / "gt"), "--model", f"A={folders / 'a'}",
+                          "--quality", "proxy", "--store", store, "--cache", cache, "--wait"],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr
+    assert "result cache: 2 video(s) reused" in run.stderr and "2 scored now" in run.stderr
