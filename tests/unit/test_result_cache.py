@@ -168,3 +168,32 @@ def test_the_key_made_before_any_model_loads_is_the_engines_provenance(options):
     from theval_mesh.pure.settings import RunSettings
     settings = RunSettings(quality="proxy", **options)
     assert expected(settings) == Engine(settings).provenance()
+
+
+def test_fuzzed_entries_are_never_served_unless_sound(tmp_path):
+    """Seeded mutations of a stored result (bytes flipped, cut, spliced), stored with a matching
+    digest so that only parsing and the key checks stand between them and a run: get() never
+    raises, and what it serves parses and carries the settings and backends it is keyed by."""
+    import hashlib
+
+    import numpy as np
+
+    from tests.support.media_fuzz import mutate
+    where = str(tmp_path / "c.sqlite")
+    cache = ResultCache(where)
+    good = result().to_json().encode()
+    key = cache_key(VIDEO, SETTINGS, PROVENANCE)
+    rng = np.random.default_rng(23)
+    outcomes = {}
+    for _ in range(300):
+        text = mutate(rng, good).decode("utf-8", errors="replace")
+        _tamper(where, "INSERT INTO result_cache (key, video_sha256, result, digest, bytes, created, used) "
+                "VALUES (?, ?, ?, ?, ?, 0, 0) ON CONFLICT (key) DO UPDATE SET result = excluded.result, "
+                "digest = excluded.digest", (key, VIDEO, text, hashlib.sha256(text.encode()).hexdigest(), len(text)))
+        outcome, got = cache.get(VIDEO, SETTINGS, PROVENANCE)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if got is not None:
+            assert outcome == HIT and got.settings == SETTINGS and got.status != FAILED
+            assert isinstance(got.metrics, dict) and all(isinstance(v, float) for v in got.metrics.values())
+    assert outcomes.get(CORRUPT, 0) > 100  # most mutants do not parse
+    cache.close()
