@@ -63,6 +63,13 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _parsed(text: str) -> VideoResult | None:
+    try:
+        return VideoResult.from_json(text)
+    except Exception:  # noqa: BLE001 - an entry of any broken shape is scored again, never served
+        return None
+
+
 class ResultCache:
     def __init__(self, where: str, max_bytes: int = DEFAULT_MAX_BYTES):
         if not str(where).startswith(("postgresql://", "postgres://")):
@@ -84,13 +91,8 @@ class ResultCache:
         if not rows:
             return MISS, None
         text, digest = rows[0]
-        outcome, result = CORRUPT, None
-        if _digest(text) == digest:
-            try:
-                result = VideoResult.from_json(text)
-                outcome = HIT
-            except Exception:  # noqa: BLE001 - an entry of any broken shape is scored again, never served
-                pass
+        result = _parsed(text) if _digest(text) == digest else None
+        outcome = HIT if result is not None else CORRUPT
         if result is not None and (result.status == FAILED or result.settings != settings
                                    or identity(result.provenance) != identity(provenance)):
             outcome, result = STALE, None
