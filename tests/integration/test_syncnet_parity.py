@@ -1,49 +1,62 @@
-"""LSE-C / LSE-D / AV offset against joonson/syncnet_python's OWN code on the same STAND-IN SyncNet
-weights (fake weights: syncnet_v2.model cannot be fetched here) and the same parity clips.
+"""LSE-C / LSE-D / AV offset against joonson/syncnet_python's OWN code on the same STAND-IN weights
+(fake weights: syncnet_v2.model and sfd_face.pth cannot be fetched here) and the same parity clips.
 
 tests/data/parity/legacy/syncnet_oracle.csv comes from run_pipeline.py and SyncNetInstance.evaluate
 run unmodified (tests/data/parity/reference-env/run_syncnet_reference.py; the command is in
-tests/data/parity/legacy/README.md), with one substitution on their side: S3FD, whose weights
-cannot be fetched either, replaced by the face detector this project uses in its place. Everything
-else is theirs: ffmpeg's re-encodings, JPEG frames, scene detection, tracking, smoothing, crops,
-the XVID file, MFCCs, the network and the offset search. Target (the issue's): LSE-C and LSE-D
-within 1 %, identical offsets and windows.
+tests/data/parity/legacy/README.md) with their S3FD face detector on the stand-in sfd_face.pth:
+ffmpeg's re-encodings, JPEG frames, S3FD, scene detection, tracking, smoothing, crops, the XVID
+file, MFCCs, the network and the offset search are all theirs; syncnet_oracle_boxes.csv holds
+S3FD's boxes on every 10th frame. syncnet_oracle_blazeface.csv is the same run with MediaPipe's
+face detector behind S3FD's interface: this project's detector when sfd_face.pth is absent.
+Target (the issue's): LSE-C and LSE-D within 1 %, identical offsets and windows.
 """
 import csv
+import tempfile
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 
 from tests.support.parity_set import DIR as PARITY_DIR
 from tests.support.parity_set import clip
 from theval_mesh.backends import stand_in
-from theval_mesh.backends.legacy import face_track, syncnet
+from theval_mesh.backends.legacy import face_track, s3fd, syncnet
+from theval_mesh.pure.metrics import lse
 
 pytestmark = pytest.mark.slow
-ORACLE = PARITY_DIR / "legacy" / "syncnet_oracle.csv"
+LEGACY = PARITY_DIR / "legacy"
 SEED = 0
 
 
 @pytest.fixture(scope="module")
-def net(tmp_path_factory):
+def store(tmp_path_factory):
     store = tmp_path_factory.mktemp("syncnet-stand-in")
-    stand_in.write(store, SEED, models=(), legacy=["syncnet"])
+    stand_in.write(store, SEED, models=(), legacy=["syncnet", "s3fd"])
+    return store
+
+
+@pytest.fixture(scope="module")
+def net(store):
     return syncnet.load(store)[0]
 
 
-def _oracle() -> list[dict]:
-    with open(ORACLE) as f:
+@pytest.fixture(scope="module")
+def detector(store):
+    return s3fd.S3FD(store)
+
+
+def _rows(name: str) -> list[dict]:
+    with open(LEGACY / name) as f:
         return list(csv.DictReader(f))
 
 
 def test_the_oracle_covers_synced_and_shifted_clips():
-    names = {row["clip"] for row in _oracle()}
+    names = {row["clip"] for row in _rows("syncnet_oracle.csv")}
     assert len(names) >= 4 and any(n.endswith("_desync") for n in names)
 
 
-@pytest.mark.parametrize("row", _oracle(), ids=lambda r: f"{r['clip']}-{r['track']}")
-def test_lse_equals_syncnet_python_on_stand_in_weights(net, row):
-    tracks = face_track.face_tracks(str(clip(row["clip"])), pipeline=face_track.SYNCNET_PYTHON)
+def _same_lse(net, row, tracks):
     track = tracks[int(row["track"])]
     assert (int(track.frames[0]), int(track.frames[-1])) == (int(row["first_frame"]), int(row["last_frame"]))
     s = syncnet.evaluate(net, track.crops, track.pcm16)
@@ -52,3 +65,39 @@ def test_lse_equals_syncnet_python_on_stand_in_weights(net, row):
         assert abs(ours - theirs) <= 0.01 * abs(theirs), (Path(row["clip"]).name, ours, theirs)
     print(f"{row['clip']}: LSE-D {s.lse_d:.4f} vs {float(row['lse_d']):.4f}, "
           f"LSE-C {s.lse_c:.5f} vs {float(row['lse_c']):.5f}, offset {s.offset}")
+
+
+@pytest.mark.parametrize("row", _rows("syncnet_oracle.csv"), ids=lambda r: f"{r['clip']}-{r['track']}")
+def test_lse_with_s3fd_equals_syncnet_python(net, detector, row):
+    _same_lse(net, row, face_track.face_tracks(str(clip(row["clip"])), pipeline=face_track.SYNCNET_PYTHON,
+                                               s3fd=detector))
+
+
+@pytest.mark.parametrize("row", _rows("syncnet_oracle_blazeface.csv")[:2], ids=lambda r: f"{r['clip']}-{r['track']}")
+def test_lse_with_blazeface_equals_syncnet_python_given_the_same_detector(net, row):
+    _same_lse(net, row, face_track.face_tracks(str(clip(row["clip"])), pipeline=face_track.SYNCNET_PYTHON))
+
+
+def test_our_s3fd_finds_syncnet_pythons_boxes(detector):
+    """On the JPEG frames run_pipeline.py's own ffmpeg command writes, every 10th frame of two clips."""
+    boxes = _rows("syncnet_oracle_boxes.csv")
+    worst = 0.0
+    for name in ("astronaut_de_gt", "tom_it_desync"):
+        theirs = [r for r in boxes if r["clip"] == name]
+        assert theirs
+        with tempfile.TemporaryDirectory() as tmp:
+            t = Path(tmp)
+            path = str(clip(name))
+            face_track._ffmpeg(path, "-i", path, "-qscale:v", "2", "-async", "1", "-r", str(lse.FPS), t / "video.avi")
+            (t / "frames").mkdir()
+            face_track._ffmpeg(path, "-i", t / "video.avi", "-qscale:v", "2", "-threads", "1", "-f", "image2",
+                               t / "frames" / "%06d.jpg")
+            frames = face_track._jpegs(t / "frames")
+            for r in theirs:
+                rgb = cv2.cvtColor(cv2.imread(str(frames[int(r["frame"])])), cv2.COLOR_BGR2RGB)
+                ours = detector.detect_faces(rgb)
+                want = np.array([[float(r[k]) for k in ("x1", "y1", "x2", "y2", "score")]])
+                assert ours.shape == (1, 5), (name, r["frame"], ours)
+                worst = max(worst, float(np.abs(ours - want).max()))
+    assert worst <= 1e-3, worst
+    print(f"S3FD boxes: max difference {worst:.2e} px")

@@ -19,7 +19,8 @@ The face detector (facexlib RetinaFace-R50) cannot learn faces from random numbe
 designed: only the coarsest level (stride 32, anchors of 256 and 512 px) scores above the 0.97
 threshold, boxes and five landmarks are the anchor's own plus a small content-dependent shift, so
 facexlib keeps the box nearest the image centre: a CENTRE-PRIOR detector, which on a centred
-talking head lands on the face and on anything else lands on the centre.
+talking head lands on the face and on anything else lands on the centre. syncnet_python's S3FD
+(`sfd_face.pth`) is designed the same way (backends/legacy/s3fd.py stand_in_state).
 
 FaceXFormer (`model.pt`, head pose; backends/headpose/facexformer_net.py) follows the same rules
 with two exceptions (facexformer_state):
@@ -41,6 +42,7 @@ provenance names them `stand-in:<seed>`.
 import hashlib
 import json
 import zlib
+from importlib import import_module
 from pathlib import Path
 
 import numpy as np
@@ -398,7 +400,7 @@ def write(store: Path, seed: int = 0, models=None, reference_extras: bool = Fals
             save(SWIN_B, swin_b_state(seed, state))
         write_retinaface(store, seed, written)
     for name in legacy:
-        if name in ("syncnet", "arcface"):
+        if name in ("syncnet", "arcface", "s3fd"):
             file_name, state = legacy_state(name, seed)
             save(file_name, state)
         else:  # FID's Inception and FVD's I3D TorchScript: written by their own module
@@ -444,8 +446,7 @@ def legacy_state(name: str, seed: int) -> tuple[str, dict]:
             state[first] = (w - w.mean(axis=tuple(range(1, w.ndim)), keepdims=True)).astype(np.float32)
         return LEGACY_MODELS[name].main.name, {k: v for k, v in state.items()
                                                if not k.endswith("num_batches_tracked")}
-    if name == "arcface":
-        from theval_mesh.backends.legacy.arcface import stand_in_state
-
-        return LEGACY_MODELS[name].main.name, stand_in_state(seed)
+    if name in ("arcface", "s3fd"):
+        module = import_module(f"theval_mesh.backends.legacy.{name}")
+        return LEGACY_MODELS[name].main.name, module.stand_in_state(seed)
     raise UserError(f"no stand-in state for {name!r}: its file is written by backends/legacy/stand_ins.py")

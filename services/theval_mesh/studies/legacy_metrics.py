@@ -251,13 +251,14 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
     skipped = [r for r in (skip_reason(name, store) for name in NETWORK_COLUMNS) if r]
     provenance = {"LMD-F/LMD-M": "MediaPipe FaceMesh (478 points, one tracking pass), 256-scale px",
                   "PSNR/SSIM": "scikit-image, generated frames resized to the GT's"}
-    net = None
+    net, s3fd = None, None
     if not skip_reason("syncnet", store):
         from theval_mesh.backends.legacy import syncnet  # torch only when SyncNet runs
 
         try:
             net, _ = syncnet.load(store)
-            provenance["LSE-C/LSE-D"] = syncnet.provenance(store, lse_pipeline)
+            s3fd = _s3fd(store, skipped)
+            provenance["LSE-C/LSE-D"] = syncnet.provenance(store, lse_pipeline, s3fd)
         except WeightsMissing as err:  # present but not that network: LSE empty, the rest scored
             skipped.insert(0, str(err))
     arcface_net, source = None, None
@@ -282,7 +283,7 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
             row.status, row.reason = FAILED, str(err)
             continue
         if net is not None:
-            _add_sync(row, net, limits, lse_pipeline)
+            _add_sync(row, net, limits, lse_pipeline, s3fd)
     names = list(dict.fromkeys(m for m, _ in models))
     sets = SetMetrics(store, limits, skipped, provenance)
     values = {m: sets.of([r for r in rows if r.model == m and r.status == OK]) for m in names} if sets.nets else {}
@@ -377,12 +378,26 @@ def _load_set_network(name: str, store):
     return fid.load_network(store) if name == "fid-inception" else fvd.load_detector(store)
 
 
-def _add_sync(row: LegacyRow, net, limits: Limits, pipeline: str) -> None:
+def _s3fd(store, skipped: list[str]):
+    """syncnet_python's face detector when its sfd_face.pth is in the store, else None (BlazeFace
+    finds the faces, and provenance says so); a file that is not S3FD's is named in `skipped`."""
+    from theval_mesh.backends.legacy.s3fd import NAME, S3FD
+
+    if skip_reason(NAME, store):
+        return None
+    try:
+        return S3FD(store)
+    except WeightsMissing as err:
+        skipped.append(f"{err}: faces found by BlazeFace instead")
+        return None
+
+
+def _add_sync(row: LegacyRow, net, limits: Limits, pipeline: str, s3fd=None) -> None:
     """LSE of the generated video; without audio or a long enough face track only LSE is empty."""
     from theval_mesh.backends.legacy import syncnet
 
     try:
-        s = syncnet.video_sync(net, row.video, limits, pipeline)
+        s = syncnet.video_sync(net, row.video, limits, pipeline, s3fd)
     except VideoError as err:
         row.lse_reason = str(err)
         return

@@ -13,10 +13,10 @@ audio at 16 kHz mono 16-bit cut to its frames. Two ways, named in provenance (PI
       Faster, but NOT the published numbers' preprocessing: the JPEG and XVID steps move LSE
       (`theval robustness` measures by how much on your clips).
 
-Both differ from syncnet_python in two ways, named in provenance (DETECTOR):
-  - the faces are found by MediaPipe's face detector (BlazeFace, short range, its weights ship in
-    the mediapipe package), not S3FD, whose weights `sfd_face.pth` are not in the weights store;
-  - the video is one shot: no PySceneDetect cut detection (talking-head clips are single shots).
+The faces: syncnet_python's S3FD (backends/legacy/s3fd.py, at its conf 0.9 and scale 0.25) when
+`sfd_face.pth` is in the weights store; else MediaPipe's face detector (BlazeFace, short range,
+its weights ship in the mediapipe package), named in provenance (detector_name). Either way the
+video is one shot: no PySceneDetect cut detection (talking-head clips are single shots).
 A video not at 25 fps: in-process takes, for each 1/25 s, the frame shown at that time; the
 syncnet_python way lets ffmpeg `-r 25` drop and repeat frames by its own rounding.
 """
@@ -36,7 +36,8 @@ from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.metrics import face_tracks as ft
 from theval_mesh.pure.metrics import lse
 
-DETECTOR = "MediaPipe face detection (BlazeFace short-range; syncnet_python uses S3FD); one shot"
+BLAZEFACE = "MediaPipe face detection (BlazeFace short-range; syncnet_python uses S3FD)"
+ONE_SHOT = "one shot"
 SYNCNET_PYTHON, IN_PROCESS = lse.SYNCNET_PYTHON, lse.IN_PROCESS
 FFMPEG_TIMEOUT_S = 600
 MIN_CONFIDENCE = 0.5  # MediaPipe's default
@@ -74,20 +75,49 @@ class At25fps:
         return np.round(a.syncnet * 32768.0).astype(np.int16)
 
 
-def _detector():
-    import mediapipe as mp
+def detector_name(s3fd=None) -> str:
+    """What found the faces, for provenance: S3FD (its file) or BlazeFace; one shot either way."""
+    return f"{s3fd.describe() if s3fd is not None else BLAZEFACE}; {ONE_SHOT}"
 
-    return mp.solutions.face_detection.FaceDetection(model_selection=0, min_detection_confidence=MIN_CONFIDENCE)
+
+class _BlazeFace:
+    def __enter__(self):
+        import mediapipe as mp
+
+        self.det = mp.solutions.face_detection.FaceDetection(model_selection=0,
+                                                             min_detection_confidence=MIN_CONFIDENCE)
+        return self
+
+    def __exit__(self, *exc):
+        self.det.close()
+
+    def boxes(self, rgb: np.ndarray) -> list[tuple]:
+        h, w = rgb.shape[:2]
+        out = []
+        for d in self.det.process(rgb).detections or ():
+            b = d.location_data.relative_bounding_box
+            out.append((b.xmin * w, b.ymin * h, (b.xmin + b.width) * w, (b.ymin + b.height) * h))
+        return out
 
 
-def _boxes(det, rgb: np.ndarray) -> list[tuple]:
-    """The faces the detector finds in one RGB frame: (x1, y1, x2, y2) in pixels."""
-    h, w = rgb.shape[:2]
-    out = []
-    for d in det.process(rgb).detections or ():
-        b = d.location_data.relative_bounding_box
-        out.append((b.xmin * w, b.ymin * h, (b.xmin + b.width) * w, (b.ymin + b.height) * h))
-    return out
+class _S3fd:
+    def __init__(self, s3fd):
+        self.s3fd = s3fd
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def boxes(self, rgb: np.ndarray) -> list[tuple]:
+        # run_pipeline.py inference_video: detect_faces(image, conf_th=0.9, scales=[facedet_scale])
+        return [tuple(b[:4]) for b in self.s3fd.detect_faces(rgb)]
+
+
+def _detector(s3fd=None):
+    """The faces in one RGB frame, (x1, y1, x2, y2) in pixels: `with _detector(s3fd) as d: d.boxes(rgb)`."""
+    return _S3fd(s3fd) if s3fd is not None else _BlazeFace()
 
 
 def crop(bgr: np.ndarray, s: float, y: float, x: float) -> np.ndarray:
@@ -97,16 +127,17 @@ def crop(bgr: np.ndarray, s: float, y: float, x: float) -> np.ndarray:
     return cv2.resize(padded[rows, cols], (ft.CROP_SIZE, ft.CROP_SIZE))
 
 
-def face_tracks(path: str, limits: Limits = Limits(), pipeline: str = SYNCNET_PYTHON) -> list[FaceTrack]:
-    """The video's face tracks with their crops and audio ([] when no face stays long enough)."""
+def face_tracks(path: str, limits: Limits = Limits(), pipeline: str = SYNCNET_PYTHON, s3fd=None) -> list[FaceTrack]:
+    """The video's face tracks with their crops and audio ([] when no face stays long enough).
+    s3fd: an s3fd.S3FD finding the faces (None: BlazeFace)."""
     if pipeline == SYNCNET_PYTHON:
-        return _syncnet_python_tracks(path, limits)
-    return _in_process_tracks(path, limits)
+        return _syncnet_python_tracks(path, limits, s3fd)
+    return _in_process_tracks(path, limits, s3fd)
 
 
-def _in_process_tracks(path: str, limits: Limits) -> list[FaceTrack]:
-    with _detector() as det:
-        boxes = [_boxes(det, rgb) for _, rgb in At25fps(path, limits)]
+def _in_process_tracks(path: str, limits: Limits, s3fd=None) -> list[FaceTrack]:
+    with _detector(s3fd) as det:
+        boxes = [det.boxes(rgb) for _, rgb in At25fps(path, limits)]
     tracks = ft.tracks(boxes)
     if not tracks:
         return []
@@ -155,7 +186,7 @@ def _jpegs(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.jpg"))
 
 
-def _syncnet_python_tracks(path: str, limits: Limits) -> list[FaceTrack]:
+def _syncnet_python_tracks(path: str, limits: Limits, s3fd=None) -> list[FaceTrack]:
     """run_pipeline.py then SyncNetInstance.evaluate's conversions (their commands, in order)."""
     from scipy.io import wavfile
 
@@ -171,8 +202,8 @@ def _syncnet_python_tracks(path: str, limits: Limits) -> list[FaceTrack]:
         frames = _jpegs(t / "frames")
         if not frames:
             raise VideoError(path, "ffmpeg wrote no frame at 25 fps")
-        with _detector() as det:
-            boxes = [_boxes(det, cv2.cvtColor(cv2.imread(str(f)), cv2.COLOR_BGR2RGB)) for f in frames]
+        with _detector(s3fd) as det:
+            boxes = [det.boxes(cv2.cvtColor(cv2.imread(str(f)), cv2.COLOR_BGR2RGB)) for f in frames]
         # The one shot is the frames PySceneDetect reads from video.avi with OpenCV: ffmpeg's image2
         # extraction can repeat the last frames (dup), which the shot leaves out.
         boxes = boxes[:_opencv_frame_count(t / "video.avi")]

@@ -150,14 +150,15 @@ class VideoSync:
     windows: int
 
 
-def video_sync(net: SyncNet, path: str, limits, pipeline: str) -> VideoSync:
-    """LSE of one video; VideoError when it has no audio or no face track long enough."""
+def video_sync(net: SyncNet, path: str, limits, pipeline: str, s3fd=None) -> VideoSync:
+    """LSE of one video; VideoError when it has no audio or no face track long enough. s3fd: an
+    s3fd.S3FD finding the faces (None: BlazeFace)."""
     from theval_mesh.backends.legacy import face_track
     from theval_mesh.pure.errors import VideoError
     from theval_mesh.pure.metrics import face_tracks as ft
 
-    scored = [s for s in (evaluate(net, t.crops, t.pcm16) for t in face_track.face_tracks(path, limits, pipeline))
-              if s is not None]
+    tracks = face_track.face_tracks(path, limits, pipeline, s3fd)
+    scored = [s for s in (evaluate(net, t.crops, t.pcm16) for t in tracks) if s is not None]
     if not scored:
         raise VideoError(path, f"no face track of more than {ft.MIN_TRACK} frames ({ft.MIN_TRACK / lse.FPS:.0f} s "
                                "at 25 fps) with its audio: syncnet_python scores no shorter track")
@@ -166,9 +167,9 @@ def video_sync(net: SyncNet, path: str, limits, pipeline: str) -> VideoSync:
                      float(np.mean([s.lse_c for s in scored])), len(scored), sum(s.windows for s in scored))
 
 
-def provenance(store, pipeline: str) -> str:
+def provenance(store, pipeline: str, s3fd=None) -> str:
     """What LSE values were computed with: network file, pipeline, face detector."""
     from theval_mesh.backends.legacy import face_track
     from theval_mesh.backends.legacy.networks import describe
 
-    return f"SyncNet {describe('syncnet', store)}; pipeline {pipeline}; faces: {face_track.DETECTOR}"
+    return f"SyncNet {describe('syncnet', store)}; pipeline {pipeline}; faces: {face_track.detector_name(s3fd)}"

@@ -154,6 +154,11 @@ LEGACY_MODELS = {m.name: m for m in (
     LegacyModel("syncnet", "SyncNet", "LSE-C/LSE-D", (WeightFile(
         "syncnet_v2.model", "https://www.robots.ox.ac.uk/~vgg/software/lipsync/data/syncnet_v2.model",
         None, "main"),)),
+    # the same download_model.sh: S3FD, run_pipeline.py's face detector. Optional: without it LSE
+    # finds faces with MediaPipe's BlazeFace instead (backends/legacy/face_track.py says which)
+    LegacyModel("s3fd", "S3FD", "LSE-C/LSE-D S3FD face detection", (WeightFile(
+        "sfd_face.pth", "https://www.robots.ox.ac.uk/~vgg/software/lipsync/data/sfd_face.pth",
+        None, "main"),)),
     # pytorch-fid's port of the TF FID Inception, at the address pyiqa 0.1.16 loads it from
     # (archs/inception.py FID_WEIGHTS_URL)
     LegacyModel("fid-inception", "FID Inception", "FID", (_pyiqa("pt_inception-2015-12-05-6726825d.pth"),)),
