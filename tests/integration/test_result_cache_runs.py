@@ -111,7 +111,7 @@ def test_with_everything_cached_no_ray_is_started(folders, tmp_path, monkeypatch
     evaluate(str(folders / "gt"), {}, tmp_path / "fill", quality="proxy", cache=cache, progress=False)
     started = []
     real = pipeline.start_ray
-    monkeypatch.setattr(pipeline, "start_ray", lambda *a, **k: (started.append(a), real(*a, **k)))  # a spy
+    monkeypatch.setattr(pipeline, "start_ray", lambda *a, **k: (started.append(a), real(*a, **k)))  # a spy: records, then the real start
     again = evaluate(str(folders / "gt"), {}, tmp_path / "again", quality="proxy", cache=cache, workers=2,
                      progress=False)
     assert all(r.reused for r in again.results) and len(again.results) == 2

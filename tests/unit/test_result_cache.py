@@ -197,3 +197,13 @@ def test_fuzzed_entries_are_never_served_unless_sound(tmp_path):
             assert isinstance(got.metrics, dict) and all(isinstance(v, float) for v in got.metrics.values())
     assert outcomes.get(CORRUPT, 0) > 100  # most mutants do not parse
     cache.close()
+
+
+def test_a_cache_that_fails_mid_run_is_a_miss_said_once_and_never_fails_the_run(tmp_path):
+    said = []
+    cache = ResultCache(str(tmp_path / "c.sqlite"), warn=said.append)
+    assert cache.keep(VIDEO, SETTINGS, PROVENANCE, result())
+    cache.db.close()  # the database goes away under the run (as a full disk or a lost server would)
+    assert cache.lookup(VIDEO, SETTINGS, PROVENANCE) == (MISS, None)
+    assert not cache.keep(VIDEO, SETTINGS, PROVENANCE, result())
+    assert len(said) == 1 and "left out for the rest of this run" in said[0] and str(tmp_path) in said[0]

@@ -216,7 +216,7 @@ class _Loop:
             return False  # scoring says what is wrong with it
         if self.provenance is None:
             self.provenance = self._provenance()
-        outcome, result = self.cache.get(digest, self.spec.settings, self.provenance)
+        outcome, result = self.cache.lookup(digest, self.spec.settings, self.provenance)
         job_telemetry.CACHE_LOOKUPS.labels(outcome).inc()
         if outcome != HIT:
             self.digests[seq] = (digest, before)
@@ -234,7 +234,7 @@ class _Loop:
             except OSError:
                 unchanged = False
             if unchanged:
-                self.cache.put(digest, self.spec.settings, self.provenance, result)
+                self.cache.keep(digest, self.spec.settings, self.provenance, result)
         self.commit(result)
 
     def exhausted(self) -> bool:
@@ -308,8 +308,7 @@ def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
 
     def provenance() -> dict:
         # Paper quality loads its models to checksum them: load them once, in the scorer.
-        spec = store.get(job_id).spec
-        return scorer().engine.provenance() if _loads_models(spec) else expected_provenance(spec)
+        return scorer().engine.provenance() if _loads_models(loop.spec) else expected_provenance(loop.spec)
     loop = _Loop(store, job_id, on_result, provenance)
 
     def body():

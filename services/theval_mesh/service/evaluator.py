@@ -3,6 +3,7 @@ composition (core.stages.score), normalises them against stored GT reference set
 jobs. Here messages become Python values and back, and errors status codes (rpc.status); the
 rules live in service.reference_sets (GT reference sets) and service.submitted_jobs (bulk jobs)."""
 import json
+import logging
 import time
 
 from theval_mesh.backends import liveness
@@ -31,6 +32,8 @@ from theval_mesh.stores import result_cache
 from theval_mesh.stores.job_store import Job
 from theval_mesh.stores.reference_store import Reference, ReferenceStore
 from theval_mesh.stores.result_cache import ResultCache
+
+log = logging.getLogger("theval.evaluator")
 
 SERVICE = evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"].full_name
 NO_DEADLINE_S = 24 * 3600.0
@@ -73,7 +76,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
             provenance = self.clients.provenance(settings, deadline)
             digest = sha256_file(path) if self.cache else None
             if digest:
-                outcome, cached = self.cache.get(digest, settings.key(), provenance)
+                outcome, cached = self.cache.lookup(digest, settings.key(), provenance)
                 CACHE_LOOKUPS.labels(outcome).inc()
                 if cached:
                     cached.model, cached.video, cached.reused = model, label, True
@@ -82,7 +85,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
             error = score(lambda: self.clients.open(video_ref, path, settings, deadline, cancelled), result,
                           settings)
             if digest and error is None:
-                self.cache.put(digest, settings.key(), provenance, result)
+                self.cache.keep(digest, settings.key(), provenance, result)
         if error is not None and result.reason and video_ref.WhichOneof("source") == "content":
             result.reason = result.reason.replace(path, BYTES_LABEL)  # a temporary file's name
             if isinstance(error, VideoError):
@@ -263,7 +266,7 @@ def register(config: Config):
     deps = DependencyHealth({n: (clients.addresses[n], clients.channels[n]) for n in clients.addresses}, on_change)
 
     # The result cache lives in the evaluator's store too (off with THEVAL_CACHE=off).
-    cache = ResultCache(config.store) if result_cache.enabled() else None
+    cache = ResultCache(config.store, warn=log.warning) if result_cache.enabled() else None
     servicer = EvaluatorServicer(config, ReferenceSets(store, config.allowed_roots, config.run, config.limits), jobs,
                                  clients, cache)
     jobs.trust_drivers(_driver_security(config), config.tokens or None)

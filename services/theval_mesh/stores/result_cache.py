@@ -71,11 +71,12 @@ def _parsed(text: str) -> VideoResult | None:
 
 
 class ResultCache:
-    def __init__(self, where: str, max_bytes: int = DEFAULT_MAX_BYTES):
+    def __init__(self, where: str, max_bytes: int = DEFAULT_MAX_BYTES, warn=None):
         if not str(where).startswith(("postgresql://", "postgres://")):
             Path(where).expanduser().parent.mkdir(parents=True, exist_ok=True)
             where = str(Path(where).expanduser())
         self.location, self.max_bytes, self._puts = where, max_bytes, 0
+        self.broken, self.warn = "", warn  # why lookup()/keep() stopped using it; where they say so
         self.db = open_database(where, "result cache", SCHEMA, MIGRATIONS)
 
     def __repr__(self) -> str:
@@ -122,6 +123,32 @@ class ResultCache:
             self.trim()
         return True
 
+    def lookup(self, video_sha256: str, settings: dict, provenance: dict) -> tuple[str, VideoResult | None]:
+        """get() for a run: a cache that fails (disk full, database gone) is a miss, said once,
+        and left alone for the rest of the run; it never fails the run."""
+        if self.broken:
+            return MISS, None
+        try:
+            return self.get(video_sha256, settings, provenance)
+        except Exception as err:  # noqa: BLE001 - any database failure: the run goes on without the cache
+            self._break(err)
+            return MISS, None
+
+    def keep(self, video_sha256: str, settings: dict, provenance: dict, result: VideoResult) -> bool:
+        """put() for a run, failing as lookup() does."""
+        if self.broken:
+            return False
+        try:
+            return self.put(video_sha256, settings, provenance, result)
+        except Exception as err:  # noqa: BLE001 - any database failure: the run goes on without the cache
+            self._break(err)
+            return False
+
+    def _break(self, err: Exception):
+        self.broken = f"{type(err).__name__}: {err}"
+        if self.warn:
+            self.warn(f"result cache {shown(self.location)} left out for the rest of this run ({self.broken})")
+
     def trim(self) -> int:
         """Drop the least recently used entries past max_bytes (down to 90 % of it); how many."""
         total = self.db.rows("SELECT COALESCE(SUM(bytes), 0) FROM result_cache")[0][0]
@@ -155,7 +182,7 @@ def open_cache(where: str | None, warn=None) -> ResultCache | None:
     if not where:
         return None
     try:
-        return ResultCache(where)
+        return ResultCache(where, warn=warn)
     except (UserError, OSError) as err:
         if warn:
             warn(f"result cache not used: {err} (clear it with `theval cache clear --cache {shown(where)}`, "
