@@ -265,7 +265,7 @@ def register(config: Config):
 
     deps = DependencyHealth({n: (clients.addresses[n], clients.channels[n]) for n in clients.addresses}, on_change)
 
-    # The result cache lives in the evaluator's store too (off with THEVAL_CACHE=off).
+    # The result cache lives in the evaluator's store when its deployment sets THEVAL_CACHE (not off).
     cache = ResultCache(config.store, warn=log.warning) if result_cache.enabled() else None
     servicer = EvaluatorServicer(config, ReferenceSets(store, config.allowed_roots, config.run, config.limits), jobs,
                                  clients, cache)

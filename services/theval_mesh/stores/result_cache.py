@@ -44,9 +44,10 @@ def default_location() -> str | None:
 
 
 def enabled() -> bool:
-    """False when $THEVAL_CACHE says off (an evaluator keeps its cache in its own store otherwise)."""
+    """Whether a mesh's evaluator keeps a result cache in its own store: when $THEVAL_CACHE is set
+    and not off. Opt-in for a server, whose deployment says so; the CLI and API default to on."""
     env = os.environ.get(ENV)
-    return env is None or env.strip().lower() not in OFF
+    return env is not None and env.strip().lower() not in OFF
 
 
 def location(choice) -> str | None:
