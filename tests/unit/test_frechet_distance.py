@@ -160,3 +160,28 @@ def test_a_set_interval_holds_the_point_estimate_and_needs_two_videos():
     assert low < point < high
     assert set_interval(statistic, 6, resamples=300) == (low, high)  # seeded
     assert all(np.isnan(set_interval(statistic, 1)))
+
+
+def test_pairs_sharing_a_gt_video_give_the_point_estimate_on_all_ones_and_count_draws():
+    """Two generated videos pair with GT video 0, one with GT video 1: all-ones counts are the
+    point estimate (each GT video once), and a pair drawn twice is its rows duplicated."""
+    from theval_mesh.pure.metrics.legacy import pair_resample_distance
+    rng = np.random.default_rng(7)
+    gen = [rng.normal(size=(12, 6)) for _ in range(3)]
+    gts = [rng.normal(0.3, 1.0, size=(10, 6)), rng.normal(0.3, 1.0, size=(9, 6))]
+    statistic = pair_resample_distance(np.concatenate(gen), [12, 12, 12], np.concatenate(gts), [10, 9], [0, 0, 1])
+    point = lm.frechet_distance(np.concatenate(gen), np.concatenate(gts))
+    assert statistic(np.ones(3)) == pytest.approx(point, rel=1e-9)
+    # GT 0's pairs both drawn twice: it counts twice, like explicit duplication
+    both = statistic(np.array([2.0, 2.0, 0.0]))
+    dup = frechet_distance_stats(*gaussian_stats(np.concatenate([gen[0], gen[0], gen[1], gen[1]])),
+                                 *gaussian_stats(np.concatenate([gts[0], gts[0]])), imaginary_atol=None)
+    assert both == pytest.approx(dup, rel=1e-6)
+
+
+def test_a_resample_of_frameless_videos_has_no_value():
+    from theval_mesh.pure.metrics.legacy import frechet_distance_weighted
+    a, b = np.random.default_rng(1).normal(size=(2, 5, 3))
+    with np.errstate(all="raise"):  # no division by a zero weight on the way
+        assert np.isnan(frechet_distance_weighted(a, np.zeros(5), b, np.ones(5), 0))
+        assert np.isnan(frechet_distance_weighted(a, np.r_[1.0, np.zeros(4)], b, np.ones(5), 1))

@@ -108,3 +108,54 @@ def test_summary_intervals_latex_and_json(tmp_path):
     doc = json.loads((tmp_path / "legacy.json").read_text())
     assert doc["summary"][1]["LSE-D"] is None and doc["skipped"] == ["FID skipped: why"]
     assert doc["notes"][0].startswith("WARNING") and doc["bootstrap"]["over"] == "videos"
+
+
+def test_fid_fvd_intervals_reach_every_output_and_a_single_video_has_none(tmp_path):
+    """Model m: 8 video pairs, FID with its bootstrap interval over them (the pure route SetMetrics
+    takes); model n: one video pair, so no interval. The CSV, legacy.tex, legacy.json (valid against
+    results.json's "legacy" schema), its notes and the LaTeX comments carry it, or say there is none."""
+    import csv
+
+    import jsonschema
+
+    from theval_mesh.outputs.results_files import RESULTS_SCHEMA
+    from theval_mesh.pure.scoring import uncertainty
+
+    rng = np.random.default_rng(11)
+    # 40 frames of 4 features per video: enough rows that the small-sample bias (which lifts every
+    # resample, with fewer distinct rows) does not push the interval past the point estimate
+    gen, gt = rng.normal(size=(8 * 40, 4)), rng.normal(0.5, 1.0, size=(8 * 40, 4))
+    point = lm.frechet_distance(gen, gt)
+    statistic = lm.pair_resample_distance(gen, [40] * 8, gt, [40] * 8, range(8), ddof=1)
+    assert statistic(np.ones(8)) == pytest.approx(point, rel=1e-9)
+    low, high = uncertainty.set_interval(statistic, 8, resamples=200)
+    assert low < point < high and all(math.isnan(v) for v in uncertainty.set_interval(statistic, 1))
+    rows = [legacy_metrics.LegacyRow("m", f"v{i}.mp4", f"g{i}.mp4", psnr=30.0 + i) for i in range(8)]
+    rows.append(legacy_metrics.LegacyRow("n", "v0.mp4", "g0.mp4", psnr=31.0))
+    one = lm.frechet_distance(gen[:40], gt[:40])
+    summary = legacy_metrics.summarize(rows, ["m", "n"], {"m": {lm.FID: point}, "n": {lm.FID: one}},
+                                       resamples=500, network_intervals={("m", lm.FID): (low, high),
+                                                                         ("n", lm.FID): (math.nan, math.nan)})
+    run = legacy_metrics.LegacyRun(rows, summary, [], {lm.FID: "pytorch-fid's FID Inception"},
+                                   {("m", lm.FID): (320, 320, 8, 8, 200), ("n", lm.FID): (40, 40, 1, 1, 0)})
+    legacy_metrics.write_outputs(run, tmp_path)
+    with open(tmp_path / "legacy_summary.csv") as f:
+        csv_rows = {r["Model"]: r for r in csv.DictReader(f)}
+    assert float(csv_rows["m"]["FID CI low"]) == low and float(csv_rows["m"]["FID CI high"]) == high
+    assert csv_rows["n"]["FID"] != "" and csv_rows["n"]["FID CI low"] == csv_rows["n"]["FID CI high"] == ""
+    tex = (tmp_path / "legacy.tex").read_text()
+    m_line = next(line for line in tex.splitlines() if line.startswith("m &"))
+    n_line = next(line for line in tex.splitlines() if line.startswith("n &"))
+    assert lm.tex_number((high - low) / 2, 3) in m_line and r"$\pm$" in m_line.split("&")[-1]
+    assert r"$\pm$" not in n_line.split("&")[-1]  # FID, the last column: no interval from one video
+    assert "FID, FVD: the set's value" in tex and f"[{low:.4g}, {high:.4g}]" in tex
+    doc = json.loads((tmp_path / "legacy.json").read_text())
+    assert doc["summary"][0]["FID CI low"] == low and doc["summary"][1]["FID CI low"] is None
+    notes = [n for n in doc["notes"] if " over " in n and "FID" in n]
+    assert "m: FID over 320 generated vs 320 GT frames (8 vs 8 videos)" in notes[0]
+    assert f"its interval: [{low:.4g}, {high:.4g}], 95% bootstrap over the 8 video pairs, 200 resamples" in notes[0]
+    assert notes[1].endswith("no interval (fewer than 2 video pairs with frames)")
+    assert doc["sets"][1] == {"model": "n", "metric": "FID", "generated": 40, "gt": 40, "videos": 1, "gt_videos": 1,
+                              "resamples": 0}
+    block = {k: v for k, v in doc.items() if k != "videos"}
+    jsonschema.Draft202012Validator(json.loads(RESULTS_SCHEMA.read_text())["properties"]["legacy"]).validate(block)

@@ -31,7 +31,7 @@ from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.metrics import identity, lse
 from theval_mesh.pure.metrics import legacy as lm
 from theval_mesh.pure.scoring import uncertainty
-from theval_mesh.pure.scoring.tables import COUNT_PREFIX
+from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX
 
 OK, FAILED = "ok", "failed"
 # Network -> the summary columns it would fill (all NaN in this version, see backends/legacy).
@@ -360,15 +360,14 @@ class SetMetrics:
 
     def _interval(self, a, b, gen_rows, gt_rows, gt_index, ddof: int, key) -> tuple:
         """The bootstrap interval over video pairs: a generated video and its GT video are drawn
-        together (a GT video paired twice counts twice), their frames (clips) with them."""
+        together, their frames (clips) with them (lm.pair_resample_distance). No interval unless
+        2 pairs have frames (clips) on both sides: the per-video metrics' rule."""
+        if sum(g > 0 and gt_rows[j] > 0 for g, j in zip(gen_rows, gt_index)) < 2:
+            return (math.nan, math.nan)
         resamples = (uncertainty.SET_RESAMPLES if min(len(a), len(b)) <= a.shape[1]
                      else uncertainty.LARGE_SET_RESAMPLES)
         self.resamples[key] = resamples
-
-        def statistic(counts):
-            gt_counts = np.bincount(gt_index, weights=counts, minlength=len(gt_rows))
-            return lm.frechet_distance_weighted(a, np.repeat(counts, gen_rows), b, np.repeat(gt_counts, gt_rows),
-                                                ddof)
+        statistic = lm.pair_resample_distance(a, gen_rows, b, gt_rows, gt_index, ddof)
         return uncertainty.set_interval(statistic, len(gen_rows), resamples)
 
 
@@ -427,14 +426,29 @@ def notes(result: LegacyRun) -> list[str]:
     lines += [f"{s['Model']}: {s.get(COUNT_PREFIX + lm.LMD_F, 0)} video pairs for LMD/PSNR/SSIM, "
               f"{s.get(COUNT_PREFIX + lm.LSE_C, 0)} videos with LSE" for s in result.summary]
     unit = {lm.FID: "frames", lm.FVD: "16-frame clips"}
-    lines += [f"{model}: {column} over {a} generated vs {b} GT {unit[column]} ({videos} vs {gt_videos} videos); "
-              "biased with few samples: compare values of equal sample sizes only"
-              + (f"; its interval: {uncertainty.LEVEL:.0%} bootstrap over the {videos} video pairs, {resamples} "
-                 "resamples (it does not correct the bias)" if resamples else "")
-              for (model, column), (a, b, videos, gt_videos, resamples) in result.samples.items()]
+    rows = {s["Model"]: s for s in result.summary}
+    for (model, column), (a, b, videos, gt_videos, resamples) in result.samples.items():
+        line = (f"{model}: {column} over {a} generated vs {b} GT {unit[column]} ({videos} vs {gt_videos} videos); "
+                "biased with few samples: compare values of equal sample sizes only")
+        low, high = (rows.get(model, {}).get(column + bound, math.nan) for bound in (CI_LOW, CI_HIGH))
+        if resamples and not math.isnan(low):
+            # the bounds themselves: with few videos the interval sits off-centre, which mean +- half-width hides
+            line += (f"; its interval: [{low:.4g}, {high:.4g}], {uncertainty.LEVEL:.0%} bootstrap over the {videos} "
+                     f"video pairs, {resamples} resamples (over videos; it does not correct the bias)")
+        else:
+            line += "; no interval (fewer than 2 video pairs with frames)"
+        lines.append(line)
     if any("stand-in:" in what for what in result.provenance.values()):
         lines.insert(0, "WARNING: computed with STAND-IN weights: the values mean nothing as scores")
     return lines
+
+
+def sets(result: LegacyRun) -> list[dict]:
+    """FID and FVD per model: the frames (clips) and videos behind the value, the resamples of its
+    interval (0: none)."""
+    return [{"model": model, "metric": column, "generated": a, "gt": b, "videos": videos, "gt_videos": gt_videos,
+             "resamples": resamples}
+            for (model, column), (a, b, videos, gt_videos, resamples) in result.samples.items()]
 
 
 def write_outputs(result: LegacyRun, out_dir) -> tuple[Path, Path]:
@@ -450,8 +464,9 @@ def write_outputs(result: LegacyRun, out_dir) -> tuple[Path, Path]:
     (out / "legacy.tex").write_text(lm.summary_latex(result.summary, notes(result)))
     block = {"schema": "theval-legacy/1", "notes": notes(result), "provenance": result.provenance,
              "skipped": result.skipped, "bootstrap": {"resamples": uncertainty.RESAMPLES, "seed": uncertainty.SEED,
-                                                      "level": uncertainty.LEVEL, "over": "videos"},
-             "summary": result.summary}
+                                                      "level": uncertainty.LEVEL, "over": "videos",
+                                                      "sets_over": "video pairs (FID, FVD: resamples in `sets`)"},
+             "summary": result.summary, "sets": sets(result)}
     doc = {**block, "videos": [asdict(r) for r in result.rows]}
     (out / "legacy.json").write_text(json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n")
     _add_to_results_json(out / "results.json", json_safe(block))

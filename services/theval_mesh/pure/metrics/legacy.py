@@ -121,8 +121,8 @@ def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
 
 def _weighted_centred(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """(mean, rows centred on it and scaled by sqrt(weight), total weight) of the rows of x, each
-    counted w times (rows drawn 0 times drop)."""
-    keep = w > 0
+    counted w times (rows drawn 0 times drop). Only called with a positive total weight."""
+    keep = np.asarray(w) > 0
     x, w = np.asarray(x, np.float64)[keep], np.asarray(w, np.float64)[keep]
     n = w.sum()
     mu = w @ x / n
@@ -141,11 +141,11 @@ def frechet_distance_weighted(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: 
     tr sqrt(S1^½ S2 S1^½). Real and non-negative by construction, so it needs neither
     pytorch-fid's nudge nor its imaginary-part check; on the point estimate it agrees with
     frechet_distance_stats to rounding (a test checks)."""
+    if np.sum(wa) - ddof <= 0 or np.sum(wb) - ddof <= 0:  # a resample of only frameless videos
+        return math.nan
     mu1, x, n1 = _weighted_centred(a, wa)
     mu2, y, n2 = _weighted_centred(b, wb)
     c1, c2 = n1 - ddof, n2 - ddof
-    if c1 <= 0 or c2 <= 0:
-        return math.nan
     if min(len(x), len(y)) <= x.shape[1]:
         cross = np.linalg.svd(x @ y.T, compute_uv=False).sum() / math.sqrt(c1 * c2)
     else:
@@ -155,6 +155,22 @@ def frechet_distance_weighted(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: 
         cross = np.sqrt(np.clip(np.linalg.eigvalsh(root @ s2 @ root), 0, None)).sum()
     diff = mu1 - mu2
     return float(diff @ diff + (x * x).sum() / c1 + (y * y).sum() / c2 - 2 * cross)
+
+
+def pair_resample_distance(a: np.ndarray, gen_rows, b: np.ndarray, gt_rows, gt_index, ddof: int = 1):
+    """statistic(counts) for a bootstrap over video pairs: the Fréchet distance when generated
+    video i (rows gen_rows[i] of a, in order) is drawn counts[i] times, its frames (clips) with it,
+    and its GT video (gt_index[i]: rows gt_rows[j] of b) with it. A GT video several generated
+    videos pair with is in the point estimate once, so it counts the mean draw count of its pairs:
+    all-ones counts give the point estimate, and a pair drawn twice counts twice."""
+    gen_rows, gt_rows, gt_index = (np.asarray(v, int) for v in (gen_rows, gt_rows, gt_index))
+    pairs_per_gt = np.bincount(gt_index, minlength=len(gt_rows))
+
+    def statistic(counts) -> float:
+        counts = np.asarray(counts, float)
+        gt_counts = np.bincount(gt_index, weights=counts, minlength=len(gt_rows)) / np.maximum(pairs_per_gt, 1)
+        return frechet_distance_weighted(a, np.repeat(counts, gen_rows), b, np.repeat(gt_counts, gt_rows), ddof)
+    return statistic
 
 
 def summary_row(model: str, values: dict, intervals: dict | None = None) -> dict:
@@ -197,6 +213,9 @@ def summary_latex(summary: list[dict], notes: list[str], decimals: int = 3) -> s
     lines = ["% Legacy metrics (theval legacy). Needs \\usepackage{booktabs}.",
              "% Each cell: the mean over a model's videos $\\pm$ half-width of its 95 % percentile bootstrap "
              "interval over videos; bold: the best model per column; --: no value.",
+             *(["% FID, FVD: the set's value $\\pm$ half-width of its bootstrap interval over video pairs; biased "
+                "upward with few videos, which the interval does not correct (its bounds in the notes below)."]
+               if FID in columns or FVD in columns else []),
              *(f"% {' '.join(n.split())}" for n in notes),
              r"\begin{tabular}{l" + "c" * len(columns) + "}", r"\toprule",
              " & ".join(["Model", *(f"{latex_escape(PUBLISHED_NAMES.get(c, c))} {arrows[HIGHER_IS_BETTER[c]]}"
