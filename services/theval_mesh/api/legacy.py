@@ -15,7 +15,10 @@ def legacy(gt: str | Path, generated: Models, out: str | Path | None = None, *, 
            progress: bool = False) -> LegacyRun:
     """generated: {model: folder or video file} or [(model, path), ...]. Returns the LegacyRun:
     `rows` (a LegacyRow per generated video), `summary` (per model: means, "n:" counts, "CI low/high"
-    bounds), `provenance`, `skipped` (why a column is empty) and `to_latex()`. out: also write
+    bounds; FID and FVD: the set's value and its bootstrap interval over video pairs, NaN bounds
+    from fewer than 2), `samples` ((model, "FID"|"FVD") -> generated and GT frames|clips, generated
+    and GT videos, the interval's resamples), `provenance`, `skipped` (why a column is empty) and
+    `to_latex()`. out: also write
     legacy.csv, legacy_summary.csv, legacy.tex and legacy.json there (and the summary into the
     folder's results.json when it is an evaluation's). lse_pipeline: "syncnet_python" (the published
     numbers' conversions; needs the ffmpeg program) or "in-process". source_image: CSIM's source
