@@ -3,6 +3,7 @@ parity set with STAND-IN SyncNet weights (fake weights: syncnet_v2.model cannot 
 the values are computed and labelled as stand-ins; a video without audio or too short for a face
 track leaves only LSE empty, with its reason; the two pipelines differ by what re-encoding does.
 Their equality with syncnet_python's own code: test_syncnet_parity.py."""
+import csv
 import json
 import math
 
@@ -57,7 +58,7 @@ def test_the_api_computes_lse_and_leaves_only_lse_empty_where_it_cannot(folders)
 
 def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_ins(folders, capsys):
     out = folders / "out"
-    assert cli(["legacy", "--gt", str(folders / "gt"), "--generated", str(folders / "desync"),
+    assert cli(["legacy", "--gt", str(folders / "gt"), "--generated", str(folders / "desync"), str(folders / "silent"),
                 "--store", str(folders / "all-store"), "--out", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "WARNING: computed with STAND-IN weights" in printed and "pipeline syncnet_python" in printed
@@ -76,8 +77,27 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
         assert 0 < row[f"{column} CI low"] < row[f"{column} CI high"], column
         assert row[f"{column} CI high"] > row[column], column
     assert "FID over 220 generated vs 220 GT frames (2 vs 2 videos); biased with few samples: compare values of " \
-           "equal sample sizes only; its interval: 95% bootstrap over the 2 video pairs, 1000 resamples" in printed
-    assert r"$\pm$" in (out / "legacy.tex").read_text().split("FID")[-1]
+           "equal sample sizes only; its interval: [" in printed
+    assert "95% bootstrap over the 2 video pairs, 1000 resamples (over videos; it does not correct the bias)" in printed
+    tex = (out / "legacy.tex").read_text()
+    # one video pair (silent): FID and FVD, but no interval anywhere
+    one = doc["summary"][1]
+    # (its video is its GT's, the audio dropped: both distances 0 up to rounding)
+    assert one["Model"] == "silent" and one["FID"] == pytest.approx(0, abs=1e-5) and one["FVD"] == pytest.approx(0, abs=1e-5)
+    assert one["FID CI low"] is one["FID CI high"] is one["FVD CI low"] is one["FVD CI high"] is None
+    assert "silent: FID over 110 generated vs 110 GT frames (1 vs 1 videos); biased with few samples: compare values " \
+           "of equal sample sizes only; no interval (fewer than 2 video pairs with frames)" in printed
+    assert {(s["model"], s["metric"]): s["resamples"] for s in doc["sets"]} == {
+        ("desync", "FID"): 1000, ("desync", "FVD"): 1000, ("silent", "FID"): 0, ("silent", "FVD"): 0}
+    columns = tex.split(r"\toprule")[1].split(r"\\")[0].strip().split(" & ")
+    cells = {m: dict(zip(columns, next(line for line in tex.splitlines() if line.startswith(f"{m} &")).split(" & ")))
+             for m in ("desync", "silent")}
+    set_columns = [c for c in columns if c.startswith(("FID", "FVD"))]
+    assert len(set_columns) == 2 and all(r"$\pm$" in cells["desync"][c] for c in set_columns)
+    assert all(r"$\pm$" not in cells["silent"][c] and cells["silent"][c] != "--" for c in set_columns)
+    with open(out / "legacy_summary.csv") as f:
+        summary_csv = {r["Model"]: r for r in csv.DictReader(f)}
+    assert float(summary_csv["desync"]["FID CI low"]) == row["FID CI low"] and summary_csv["silent"]["FVD CI high"] == ""
     assert "(stand-in:0)" in doc["provenance"]["CSIM"] and "first frame with a face" in doc["provenance"]["CSIM"]
     assert all(0.5 < v["csim"] <= 1.0 for v in doc["videos"])  # the same speakers as their sources
     assert r"CSIM $\uparrow$" in (out / "legacy.tex").read_text()
@@ -85,5 +105,5 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
     in_process = theval_mesh.legacy(folders / "gt", {"desync": folders / "desync"}, store=folders / "store",
                                     lse_pipeline="in-process")
     # the re-encodings (MPEG-4, JPEG, XVID, JPEG) move the stand-in's LSE: why the default is theirs
-    ours = {v["video"].split("/")[-1]: v["lse_d"] for v in doc["videos"]}
+    ours = {v["video"].split("/")[-1]: v["lse_d"] for v in doc["videos"] if v["model"] == "desync"}
     assert all(ours[r.video.split("/")[-1]] != pytest.approx(r.lse_d, rel=1e-4) for r in in_process.rows)
