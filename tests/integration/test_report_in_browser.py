@@ -158,20 +158,30 @@ def test_legacy_metrics_written_into_the_folder_show_in_results_json_and_the_rep
     shutil.copytree(evaluated_dir, folder)
     rows = [lgm.LegacyRow("ours", f"v{i}.mp4", "g.mp4", lse_c=c, lse_d=8.0 - c / 4, lmd_f=1.0 + c / 10)
             for i, c in enumerate([5.0, 6.0, 7.5])]
-    run = lgm.LegacyRun(rows, lgm.summarize(rows, ["ours"], resamples=500), ["FID skipped: no weights"],
-                        {"LSE-C/LSE-D": "SyncNet syncnet_v2.model sha256:00 (stand-in:0)"})
+    rows.append(lgm.LegacyRow("solo", "v0.mp4", "g.mp4", lse_c=4.0))
+    # FVD, a set's value: with its interval over the 3 video pairs of ours, none from solo's one
+    summary = lgm.summarize(rows, ["ours", "solo"], {"ours": {"FVD": 41.3}, "solo": {"FVD": 50.0}}, resamples=500,
+                            network_intervals={("ours", "FVD"): (40.1, 59.2)})
+    run = lgm.LegacyRun(rows, summary, ["FID skipped: no weights"],
+                        {"LSE-C/LSE-D": "SyncNet syncnet_v2.model sha256:00 (stand-in:0)"},
+                        {("ours", "FVD"): (18, 6, 3, 1, 1000), ("solo", "FVD"): (6, 6, 1, 1, 0)})
     lgm.write_outputs(run, folder)
     doc = json.loads((folder / "results.json").read_text())
     validate_results(doc)
     assert doc["legacy"]["summary"][0]["LSE-C"] == pytest.approx(6.1666666)
-    assert doc["legacy"]["summary"][0]["FID"] is None
+    assert doc["legacy"]["summary"][0]["FID"] is None and doc["legacy"]["summary"][0]["FVD CI high"] == 59.2
+    assert doc["legacy"]["sets"][0]["resamples"] == 1000
     page_path = build_report(folder, thumbnails=0, progress=False)
     with browser_page() as (page, log):
         page.goto(page_path.as_uri())
         page.wait_for_selector("#legacy")
         assert log["console"] == []
         heads = page.locator("#legacy th").all_inner_texts()
-        assert heads[:3] == ["Model", "LSE-C ↑", "LSE-D ↓"] and "FID ↓" not in heads
+        assert heads[:4] == ["Model", "LSE-C ↑", "LSE-D ↓", "FVD ↓"] and "FID ↓" not in heads
         text = page.locator("#legacy-section").inner_text()
         assert "STAND-IN" in text and "FID skipped: no weights" in text and "6.167" in text
+        fvd = {r[0]: r[3] for r in (row.locator("td").all_inner_texts() for row in page.locator("#legacy tbody tr").all())}
+        assert fvd["ours"].split() == ["41.300", "[40.100,", "59.200]"] and fvd["solo"] == "50.000"
+        assert "its interval: [40.1, 59.2], 95% bootstrap over the 3 video pairs" in text
+        assert "solo: FVD over 6 generated vs 6 GT 16-frame clips (1 vs 1 videos)" in text and "no interval" in text
         page.locator("#legacy-section").screenshot(path=str(artefacts(tmp_path) / "report-legacy.png"))
