@@ -6,7 +6,9 @@ types, timed from start to exit (start-up included):
     silent_lip_stability.py and lip_sync.py, unmodified, in their pinned environment, each run
     over the list of clips as its README runs it (4 metrics);
   - `theval evaluate --gt DIR --out OUT --quality proxy --no-cache` (all 8 metrics): with one
-    worker (in this process, the default) and with --workers 2 (a local Ray);
+    worker (in this process, the default), with --workers 2 (a local Ray), and with
+    --single-pass (one FaceMesh pass instead of the reference's five: a speed option whose values
+    differ from the reference's, docs/metrics.md);
   - the same with the result cache already holding these clips (a re-run: nothing is scored).
 
 It also prints the time from the command's start to its first scored video (the job store is
@@ -114,12 +116,13 @@ def main():
     cache = tmp / "cache.sqlite"
     ours(0, "fill", "--cache", str(cache))  # the cache holds every clip; also warms the file cache
     sides = {"reference, 4 scripts": [], "theval evaluate (8 metrics)": [], "theval evaluate --workers 2": [],
-             "theval evaluate, re-run (cache)": []}
+             "theval evaluate --single-pass": [], "theval evaluate, re-run (cache)": []}
     firsts = {k: [] for k in sides}
     for i in range(runs):
         sides["reference, 4 scripts"].append(reference(i))
         for label, extra in (("theval evaluate (8 metrics)", ["--no-cache"]),
                              ("theval evaluate --workers 2", ["--no-cache", "--workers", "2"]),
+                             ("theval evaluate --single-pass", ["--no-cache", "--single-pass"]),
                              ("theval evaluate, re-run (cache)", ["--cache", str(cache)])):
             first, total = ours(i, label.split()[-1].strip("()"), *extra)
             sides[label].append(total)

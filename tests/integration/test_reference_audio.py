@@ -14,20 +14,15 @@ frames silent_lip_stability.py kept: both must come out identical here.
 """
 import numpy as np
 import pytest
-import torch
 
 from tests.support.parity_set import clip, oracle
-from theval_mesh.backends.audio.backend import (
-    AudioBackend,
-    load_vad_model,
-    segments_from_probabilities,
-    speech_probabilities,
-)
-from theval_mesh.backends.audio.model import JIT_FILE
+from tests.support.torch_audio import JitVad, torch_resample
+from theval_mesh.backends.audio.backend import AudioBackend, load_vad_model, speech_probabilities
 from theval_mesh.backends.audio.resample import resample
 from theval_mesh.backends.media.audio import MOVIEPY_RATE
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.pure.metrics.speech_frames import silent_frames, speech_mask
+from theval_mesh.pure.metrics.vad_segments import speech_segments
 
 pytestmark = pytest.mark.slow
 ORACLE = oracle()
@@ -52,23 +47,30 @@ def test_speech_ratio_and_silent_frames_equal_the_reference_scripts_on_every_par
 def test_the_onnx_export_gives_the_jit_models_segments_in_three_languages():
     """The reference loads 5.1.2's JIT model; we run its ONNX export (about 4x faster). Same
     segments on German, English and Italian speech, through both of the reference's extractions."""
-    onnx, jit = load_vad_model(), torch.jit.load(JIT_FILE, map_location="cpu").eval()
+    onnx, jit = load_vad_model(), JitVad()
     names = [n for n in ORACLE if n.endswith(("_gt", "_long"))]
     assert {ORACLE[n]["lang"] for n in names if ORACLE[n]["lang"]} >= {"de", "en", "it"}
     for name in names:
         _, audio = _reference_audio(name)
         for wave in (resample(audio.moviepy, MOVIEPY_RATE, 16000), resample(audio.pcm16, audio.rate, 16000)):
-            with torch.no_grad():
-                by_jit = speech_probabilities(jit, [wave])[0]
+            by_jit = speech_probabilities(jit, [wave])[0]
             by_onnx = speech_probabilities(onnx, [wave])[0]
-            assert segments_from_probabilities(by_onnx, len(wave)) == \
-                segments_from_probabilities(by_jit, len(wave)), name
+            assert speech_segments(by_onnx, len(wave)) == speech_segments(by_jit, len(wave)), name
             assert np.max(np.abs(by_onnx - by_jit)) < 1e-3, name
 
 
-def test_segment_edges_round_to_a_tenth_of_a_second_as_silero_5_1_2():
-    """5.1.2 (utils_vad.py: `round(speech_dict['end'] / sampling_rate, 1)`) does not cap the end at
-    the audio's length, as later releases do: 1.06 s of speech ends at 1.1 s."""
-    n = 16960  # 1.06 s
-    probs = np.ones(-(-n // 512), np.float32)
-    assert segments_from_probabilities(probs, n) == [(0.0, 1.1)]
+def test_numpy_resampling_gives_torchs_segments_on_every_parity_clip():
+    """The resampler moved from torch's conv1d to numpy (the same float32 taps; the sums in
+    another order): on both of the reference's extractions of every parity clip, the VAD's
+    probabilities stay within float32 noise and the segments are the same."""
+    vad, compared, worst = load_vad_model(), 0, 0.0
+    for name in ORACLE:
+        _, audio = _reference_audio(name)
+        for samples, rate in ((audio.moviepy, MOVIEPY_RATE), (audio.pcm16, audio.rate)):
+            ours, torchs = resample(samples, rate, 16000), torch_resample(samples, rate, 16000)
+            assert np.max(np.abs(ours - torchs)) < 1e-6, name
+            p_ours, p_torch = speech_probabilities(vad, [ours, torchs])
+            worst = max(worst, float(np.max(np.abs(p_ours - p_torch))))
+            assert speech_segments(p_ours, len(ours)) == speech_segments(p_torch, len(torchs)), name
+            compared += 1
+    assert compared == 2 * len(ORACLE) and worst < 1e-4, worst

@@ -19,6 +19,11 @@ class Engine:
         self.headpose = facexformer.FaceXFormerHeadPose(quality_store) if use_facexformer else None
         self._provenance = None
 
+    def runs_torch(self) -> bool:
+        """Whether a network runs on torch here (quality models or FaceXFormer in this process)."""
+        return (self.quality.resolved_mode == "paper" and self.quality.models.served_by == "in-process") \
+            or self.headpose is not None
+
     def provenance(self) -> dict:
         if self._provenance is None:
             self._provenance = in_process(self.settings, self.quality, self.headpose, self.audio.provenance())

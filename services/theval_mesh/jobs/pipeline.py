@@ -61,11 +61,11 @@ class ScoringWorker:
             from theval_mesh.rpc.mesh_engine import MeshEngine
             self.engine = MeshEngine(spec.mesh, settings, security=security)
         else:
-            import torch
-            if threads:
-                torch.set_num_threads(threads)
             from theval_mesh.core.engine import Engine
             self.engine = Engine(settings, spec.quality_store)
+            if threads and self.engine.runs_torch():  # not imported at all for the proxy's networks-free run
+                import torch
+                torch.set_num_threads(threads)
 
     def score(self, seq: int, model: str, video: str, on_frames=None) -> tuple[int, str, str]:
         """(seq, "ok", result JSON) or (seq, "retry", why): a bad video is a failed result; only

@@ -1,78 +1,56 @@
 """Audio backend: loudness envelope in-process, Silero VAD in-process or on a Triton server.
 
 The VAD model is the one the reference uses: silero-vad 5.1.2's default model (package data,
-data/silero_vad_5.1.2/: its ONNX export, on onnxruntime; a test shows it gives the same segments
-as that release's JIT model, which `load_silero_vad()` loads by default).
+data/silero_vad_5.1.2/: its ONNX export, on onnxruntime without torch; a test shows it gives the
+same segments as that release's JIT model, which `load_silero_vad()` loads by default).
 
 Silero's get_speech_timestamps is split in two: the model's speech probability per 512-sample
-window (speech_probabilities, run where the model lives) and silero's own thresholding of those
-probabilities (get_speech_timestamps_from_probs, always here). Both paths therefore give the
-same segments for the same probabilities.
+window (speech_probabilities, run where the model lives) and silero's rule that turns those
+probabilities into segments (pure.metrics.vad_segments, always here). Both paths therefore give
+the same segments for the same probabilities.
 """
 import threading
 
 import numpy as np
-import torch
 
 from theval_mesh.backends.audio.model import MODEL_FILE, vad_provenance
 from theval_mesh.backends.audio.resample import resample
 from theval_mesh.backends.audio.series import AudioSeries
+from theval_mesh.backends.audio.silero_onnx import WINDOW, SileroOnnx
 from theval_mesh.backends.liveness import check
 from theval_mesh.backends.media.audio import EXTRACTION, MOVIEPY_RATE, Audio
 from theval_mesh.pure.metrics.loudness import rms_envelope
 from theval_mesh.pure.metrics.profiles import REFERENCE
+from theval_mesh.pure.metrics.vad_segments import RATE as VAD_RATE
+from theval_mesh.pure.metrics.vad_segments import speech_segments
 
-# silero_vad's package import calls torch.set_num_threads(1) for the whole process, which left
-# every network of an embedded run (the quality models, FaceXFormer) on one core.
-_threads = torch.get_num_threads()
-from silero_vad.utils_vad import OnnxWrapper, get_speech_timestamps_from_probs  # noqa: E402
-
-torch.set_num_threads(_threads)
-
-VAD_RATE = 16000
-WINDOW = 512  # samples per VAD window at 16 kHz (silero's fixed size)
 CHECK_WINDOWS = 256  # windows (~8 s of audio) between two checks that the caller still waits
 
 
-def load_vad_model() -> OnnxWrapper:
-    return OnnxWrapper(MODEL_FILE, force_onnx_cpu=True)
+def load_vad_model() -> SileroOnnx:
+    return SileroOnnx(MODEL_FILE)
 
 
-def speech_probabilities(model: OnnxWrapper, waves: list[np.ndarray], cancelled=None) -> list[np.ndarray]:
+def speech_probabilities(model, waves: list[np.ndarray], cancelled=None) -> list[np.ndarray]:
     """Silero's speech probability for each 512-sample window of each 16 kHz wave, exactly as
     get_speech_timestamps computes them (state reset first, last window zero-padded).
 
     Several waves run as one batch: each is zero-padded to the longest. The model is causal, so
     padding after a wave's end changes none of its windows (a test checks the batch against
-    waves run alone)."""
+    waves run alone). model: SileroOnnx, or anything with its reset_states() and window()."""
     if not waves:
         return []
     counts = [-(-len(w) // WINDOW) for w in waves]
     batch = np.zeros((len(waves), max(counts) * WINDOW), np.float32)
     for row, w in zip(batch, waves):
         row[:len(w)] = w
-    x = torch.from_numpy(batch)
     model.reset_states()
     probs = np.empty((len(waves), max(counts)), np.float32)
     for k in range(max(counts)):
         if k % CHECK_WINDOWS == 0:
             check(cancelled)
-        probs[:, k] = model(x[:, k * WINDOW:(k + 1) * WINDOW], VAD_RATE).numpy().reshape(-1)
+        probs[:, k] = model.window(batch[:, k * WINDOW:(k + 1) * WINDOW])
     return [probs[i, :n].copy() for i, n in enumerate(counts)]
-
-
-def segments_from_probabilities(probs: np.ndarray, n_samples: int) -> list[tuple[float, float]]:
-    """Speech segments in seconds by silero's own rule with its defaults (as the reference).
-
-    With the defaults (no maximum speech length) the installed silero's rule is that of 5.1.2;
-    only the conversion to seconds changed: 5.1.2 rounds each edge to 0.1 s (utils_vad.py
-    `round(x / sampling_rate, 1)`), later releases also cap the end at the audio's length. The
-    reference scripts pass return_seconds=True, so this rounds as 5.1.2 does."""
-    if n_samples == 0:
-        return []
-    stamps = get_speech_timestamps_from_probs([float(p) for p in probs], sampling_rate=VAD_RATE,
-                                              audio_length_samples=n_samples)
-    return [(round(s["start"] / VAD_RATE, 1), round(s["end"] / VAD_RATE, 1)) for s in stamps]
 
 
 class LocalVad:
@@ -104,7 +82,7 @@ class AudioBackend:
         """Speech segments in seconds of each 16 kHz wave (one VAD batch; waves not empty)."""
         waves = [np.ascontiguousarray(w, dtype=np.float32) for w in waves_16k]
         probs = self.vad.probabilities(waves, cancelled)
-        return [segments_from_probabilities(p, len(w)) for p, w in zip(probs, waves)]
+        return [speech_segments(p, len(w)) for p, w in zip(probs, waves)]
 
     def analyse(self, audio: Audio, profile: str = REFERENCE, cancelled=None) -> AudioSeries:
         """The audio stage: loudness envelope and VAD speech segments, from the signals the profile
