@@ -1,34 +1,39 @@
-# The audio service: Silero VAD and loudness.
-# Made by `python scripts/dockerfiles.py` from docker/templates/service-on-torch.template and the
+# The audio service: Silero VAD (ONNX, no torch) and loudness.
+# Made by `python scripts/dockerfiles.py` from docker/templates/service.template and the
 # image's row in scripts/images.py: edit those, not this file.
 # The build context is made by `./dev images` (scripts/images.py): wheels/ holds exactly the
-# third-party wheels this image installs beyond the torch runtime, project/ the project's own
-# wheel, both from the wheelhouse built on the host with constraints.txt; the build runs with
-# --network none. The dependencies' layers stay cached while only the project's code changes.
-# The PyTorch runtime (torch.Dockerfile on the same BASE), shared with the other torch images.
-ARG TORCH=theval/torch:latest
+# third-party wheels this image installs, project/ the project's own wheel, both from the
+# wheelhouse built on the host with constraints.txt; the build runs with --network none. The
+# dependencies' layers stay cached while only the project's code changes.
+ARG BASE=python:3.11-slim-bookworm
 
-FROM ${TORCH} AS build
+FROM ${BASE} AS build
 COPY wheels/ /wheels/
-# Installed beside the runtime's venv (as its non-root user), then laid over it.
-RUN pip install --no-cache-dir --no-index --no-deps --prefix /tmp/deps /wheels/*.whl
+RUN python3 -m venv /opt/theval \
+ && /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps /wheels/*.whl
 COPY project/ /project/
-RUN pip install --no-cache-dir --no-index --no-deps --prefix /tmp/project /project/*.whl \
- && PYTHONPATH=/tmp/deps/lib/python3.11/site-packages:/tmp/project/lib/python3.11/site-packages pip check
+RUN /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps --prefix /tmp/project /project/*.whl \
+ && PYTHONPATH=/tmp/project/lib/python3.11/site-packages /opt/theval/bin/pip check
 
-FROM ${TORCH}
-COPY --from=build /tmp/deps /opt/theval
+FROM ${BASE}
+COPY --from=build /opt/theval /opt/theval
 COPY --from=build /tmp/project /opt/theval
 ARG VERSION=0.0.0
 ARG REVISION=unknown
 ARG SOURCE=theval-mesh
 LABEL org.opencontainers.image.title="theval-audio" \
-      org.opencontainers.image.description="The audio service: Silero VAD and loudness." \
+      org.opencontainers.image.description="The audio service: Silero VAD (ONNX, no torch) and loudness." \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.source="${SOURCE}"
+ENV PATH=/opt/theval/bin:$PATH \
+    MALLOC_ARENA_MAX=2 \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HOME=/tmp
+USER 10001:10001
 # Settings come from THEVAL_* variables (THEVAL_PORT and THEVAL_METRICS_PORT are required); the
 # probe checks grpc.health.v1 on THEVAL_PORT, over TLS with this server's own certificate when set.
-HEALTHCHECK --interval=5s --timeout=4s --start-period=120s --retries=3 \
+HEALTHCHECK --interval=5s --timeout=4s --start-period=60s --retries=3 \
   CMD ["python", "-m", "theval_mesh.rpc.probe"]
 ENTRYPOINT ["python", "-m", "theval_mesh.service.main", "audio"]

@@ -72,8 +72,8 @@ IMAGES = {i.name: i for i in (
                 "(a store holding model.pt and retinaface.h5) and THEVAL_ALLOWED_ROOTS (it reads the videos)."),
     service_image("quality", parent="torch", health_start_s=300,
                   summary="The quality service: IQA/IAA models with pyiqa (or the labelled training-free proxy)."),
-    service_image("audio", parent="torch", health_start_s=120,
-                  summary="The audio service: Silero VAD and loudness."),
+    service_image("audio", health_start_s=60,
+                  summary="The audio service: Silero VAD (ONNX, no torch) and loudness."),
     service_image("evaluator", health_start_s=60,
                   summary="The evaluator: composes the services into the 8 metrics and the Final Score; bulk jobs "
                           "on Ray."),

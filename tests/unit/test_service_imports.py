@@ -14,7 +14,7 @@ NOT_LOADED = {
     "landmarks": {"torch", "ray", "pyiqa"},
     "headpose": {"torch", "ray", "pyiqa", "mediapipe", "cv2"},
     "quality": {"ray", "mediapipe"},
-    "audio": {"ray", "pyiqa", "mediapipe"},
+    "audio": {"torch", "ray", "pyiqa", "mediapipe", "silero_vad"},
     "evaluator": {"torch", "ray", "pyiqa", "mediapipe"},
 }
 
