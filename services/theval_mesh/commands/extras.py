@@ -7,9 +7,8 @@ tests/unit/test_extras.py checks each module below against what its extras insta
 MODULE_EXTRAS = {
     "cv2": ("landmarks", "quality"),  # OpenCV: mediapipe's and pyiqa's dependency
     "mediapipe": ("landmarks",),
-    "torch": ("audio", "quality", "facexformer"),
+    "torch": ("quality", "facexformer"),
     "torchvision": ("quality", "facexformer"),
-    "silero_vad": ("audio",),
     "onnxruntime": ("audio",),
     "pyiqa": ("quality",),
     "skimage": ("synth", "quality"),
