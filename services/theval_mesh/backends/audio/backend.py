@@ -16,13 +16,13 @@ import numpy as np
 from theval_mesh.backends.audio.model import MODEL_FILE, vad_provenance
 from theval_mesh.backends.audio.resample import resample
 from theval_mesh.backends.audio.series import AudioSeries
-from theval_mesh.backends.audio.silero_onnx import WINDOW, SileroOnnx
+from theval_mesh.backends.audio.silero_onnx import SileroOnnx
 from theval_mesh.backends.liveness import check
 from theval_mesh.backends.media.audio import EXTRACTION, MOVIEPY_RATE, Audio
 from theval_mesh.pure.metrics.loudness import rms_envelope
 from theval_mesh.pure.metrics.profiles import REFERENCE
 from theval_mesh.pure.metrics.vad_segments import RATE as VAD_RATE
-from theval_mesh.pure.metrics.vad_segments import speech_segments
+from theval_mesh.pure.metrics.vad_segments import WINDOW, speech_segments
 
 CHECK_WINDOWS = 256  # windows (~8 s of audio) between two checks that the caller still waits
 

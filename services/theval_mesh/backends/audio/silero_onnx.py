@@ -8,7 +8,6 @@ first; the rate as an int64 scalar), hence the same probabilities to the bit (a 
 import numpy as np
 import onnxruntime
 
-WINDOW = 512   # samples per window at 16 kHz
 CONTEXT = 64   # samples of the previous window the model also reads (OnnxWrapper's context_size)
 STATE = (2, 128)  # the recurrent state per row of a batch: (2, batch, 128)
 RATE = np.array(16000, dtype=np.int64)
