@@ -13,12 +13,8 @@ import numpy as np
 import torch
 
 
-def torch_resample(samples: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
-    x = np.ascontiguousarray(samples, dtype=np.float32)
-    if orig_rate == new_rate or len(x) == 0:
-        return x
-    g = math.gcd(int(orig_rate), int(new_rate))
-    orig, new = int(orig_rate) // g, int(new_rate) // g
+def torch_kernel(orig: int, new: int) -> tuple[torch.Tensor, int]:
+    """(new, 1, taps) float32 filters and the half-width, as torchaudio computes them."""
     cutoff = min(orig, new) * 0.99
     width = math.ceil(6 * orig / cutoff)
     taps = torch.arange(-width, width + orig, dtype=torch.float64)[None, None] / orig
@@ -27,7 +23,16 @@ def torch_resample(samples: np.ndarray, orig_rate: int, new_rate: int) -> np.nda
     window = torch.cos(t * math.pi / 6 / 2) ** 2
     t = t * math.pi
     sinc = torch.where(t == 0, torch.tensor(1.0, dtype=t.dtype), t.sin() / t)
-    kernel = (sinc * window * (cutoff / orig)).to(torch.float32)
+    return (sinc * window * (cutoff / orig)).to(torch.float32), width
+
+
+def torch_resample(samples: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
+    x = np.ascontiguousarray(samples, dtype=np.float32)
+    if orig_rate == new_rate or len(x) == 0:
+        return x
+    g = math.gcd(int(orig_rate), int(new_rate))
+    orig, new = int(orig_rate) // g, int(new_rate) // g
+    kernel, width = torch_kernel(orig, new)
     wave = torch.nn.functional.pad(torch.from_numpy(x)[None, None], (width, width + orig))
     out = torch.nn.functional.conv1d(wave, kernel, stride=orig).transpose(1, 2).reshape(-1)
     return out[:math.ceil(new * len(x) / orig)].numpy().copy()
