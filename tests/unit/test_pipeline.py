@@ -20,6 +20,7 @@ from theval_mesh.core.inputs import Item
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.pipeline import QUEUED_PER_ACTOR, JobStopped, run_inline, run_ray
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.stores import job_store
 from theval_mesh.stores.job_store import PAGE, JobSpec, SqlJobStore
 
 SETTINGS = RunSettings(quality="proxy", single_pass=True).key()
@@ -172,6 +173,35 @@ def test_past_max_attempts_the_job_stops_interrupted_and_a_resume_scores_the_res
     job = run_inline(store, job_id)  # `theval bulk resume`
     assert (job.state, job.done, job.failed, job.remaining) == ("done", 2, 0, 0)
     assert [r.video.uri for r in mesh.evaluate_log.requests(since)] == [b]  # a is not scored again
+
+
+def test_a_driver_whose_work_blocks_past_the_stale_time_still_reads_running(mesh, store, monkeypatch):
+    """The heartbeat does not wait for the work: a video longer to score than STALE_S, or a Ray that
+    takes that long to start or reach, is not taken for a dead driver (a status reader, a StreamJob,
+    would see "interrupted" and stop following the job). Here the work blocks for 4x the stale time
+    (shortened to 1 s, the heartbeat to 0.2 s) in its on_result; a reader on its own connection
+    polls the job meanwhile."""
+    monkeypatch.setattr(job_store, "STALE_S", 1.0)
+    monkeypatch.setattr(pipeline, "HEARTBEAT_S", 0.2)
+    job_id = new_job(mesh, store, [clip(mesh, "slow-a.mp4"), clip(mesh, "slow-b.mp4")])
+    reader = SqlJobStore(store.path)
+    seen, ended = [], threading.Event()
+
+    def watch():
+        while not ended.is_set():
+            seen.append(reader.get(job_id).state)
+            time.sleep(0.05)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        job = run_inline(store, job_id, on_result=lambda result: time.sleep(4 * job_store.STALE_S))
+    finally:
+        ended.set()
+        watcher.join(timeout=10)
+        reader.close()
+
+    assert (job.state, job.done) == ("done", 2)
+    assert seen.count("running") > 20 and "interrupted" not in seen, sorted(set(seen))
 
 
 class RecordingStore(SqlJobStore):

@@ -15,6 +15,7 @@ that video's failed result, with the reason.
 """
 import os
 import sys
+import threading
 import time
 from collections import deque
 
@@ -160,7 +161,9 @@ def _missing(item: Item, spec) -> VideoResult:
 
 class _Loop:
     """What both runners share: pending items a page at a time, commits, retries, heartbeat,
-    progress and metrics."""
+    progress and metrics. The heartbeat has a thread of its own: it says the driver is alive
+    while the work blocks (a long video inline, a Ray start or a `ray://` connection that takes
+    more than the store's STALE_S on a busy machine), and brings a cancel request in meanwhile."""
 
     def __init__(self, store: JobStore, job_id: str, on_result=None, provenance=None):
         """provenance(): what the job's results will carry (default expected_provenance), asked
@@ -178,12 +181,14 @@ class _Loop:
         self.page: deque = deque()
         self.retry: deque = deque()   # (ready_at, seq, item)
         self.attempts: dict = {}      # seq -> transient failures so far
-        self.last_beat = 0.0
         self.cancelled = False
         self.cache = open_cache(self.spec.cache, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
         self._provenance, self.provenance = provenance or (lambda: expected_provenance(self.spec)), None
         self.digests: dict = {}  # seq -> (sha256, (size, mtime)) of a video the cache missed
         job_telemetry.JOBS_RUNNING.inc()
+        self._stop_beating = threading.Event()
+        self._beating = threading.Thread(target=self._beat, name=f"heartbeat-{job_id}", daemon=True)
+        self._beating.start()
 
     def next_item(self):
         """(seq, item) to score now, or None (nothing ready yet or left)."""
@@ -257,12 +262,19 @@ class _Loop:
         pause = min(FIRST_PAUSE_S * 2 ** (n - 1), LAST_PAUSE_S)
         self.retry.append((time.monotonic() + pause, seq, item))
 
-    def beat(self):
-        if time.monotonic() - self.last_beat >= HEARTBEAT_S:
-            self.last_beat = time.monotonic()
-            self.cancelled = self.store.beat(self.job_id)
+    def _beat(self):
+        warned = False
+        while not self._stop_beating.wait(HEARTBEAT_S):
+            try:
+                self.cancelled = self.store.beat(self.job_id) or self.cancelled
+            except Exception as err:  # noqa: BLE001 - e.g. a full disk, a database restarting: try again
+                if not warned:  # a full disk also stops the next commit, resumable
+                    print(f"warning: heartbeat not recorded, will retry: {err}", file=sys.stderr)
+                    warned = True
 
     def end(self, error: BaseException | None) -> None:
+        self._stop_beating.set()
+        self._beating.join()
         job_telemetry.JOBS_RUNNING.dec()
         if self.cache:
             self.cache.close()
@@ -325,7 +337,6 @@ def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
                 loop.scored(seq, item, VideoResult.from_json(payload))
             else:
                 loop.transient(seq, item, payload)
-            loop.beat()
     return _run(loop, body)
 
 
@@ -439,7 +450,6 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
                     loop.scored(seq, item, VideoResult.from_json(payload))
                 else:
                     loop.transient(seq, item, payload)
-            loop.beat()
     try:
         return _run(loop, body)
     finally:
