@@ -300,3 +300,28 @@ def test_a_file_that_is_not_a_checkpoint_gives_a_user_error(tmp_path, no_network
     with pytest.raises(WeightsMissing, match="cannot build musiq from the weights store .*verify"):
         build(MODELS["musiq"], tmp_path)
     assert not no_network
+
+
+@pytest.mark.parametrize("profile", ["reference", "paper"])
+def test_the_proxy_takes_frames_one_at_a_time_with_the_scores_of_batches_of_64(profile, tmp_path, monkeypatch):
+    """The frame pass hands the proxy full frames (and faces) as they come (frame_batch 1); the
+    models, and every mouth crop, keep the reference's batches of 64. Real FaceMesh on a real clip
+    of 100 frames: the same series as with batches of 64."""
+    from theval_mesh.backends.media.decode import MediaReader
+    from theval_mesh.core.frame_pass import run_frame_pass
+    from theval_mesh.pure.settings import RunSettings
+    from theval_mesh.synth import generate_kit
+    generate_kit(tmp_path, seed=5, n_clips=1, duration_s=4.0, size=128, variants=())
+    video = sorted(tmp_path.rglob("*.mp4"))[0]
+    settings = RunSettings(quality="proxy", profile=profile, single_pass=True)
+    backend = QualityBackend("proxy", profile=profile, store=tmp_path / "empty")
+    assert backend.frame_batch() == 1
+
+    def series():
+        out = run_frame_pass(MediaReader(video), settings, backend)
+        return out.global_aesthetic, out.face_quality, out.mouth_quality
+    one_by_one = series()
+    monkeypatch.setattr(QualityBackend, "frame_batch", lambda self: 64)
+    batched = series()
+    assert len(one_by_one[0]) == 100 and len(one_by_one[2]) > 64
+    assert [np.array(s).tolist() for s in one_by_one] == [np.array(s).tolist() for s in batched]

@@ -42,11 +42,13 @@ QUEUE_FRAMES = 8  # frames a stage may run ahead of the slowest one (bounds memo
 
 
 class _QualityBatches:
-    """Buffers frames and crops so the quality models see the reference's batches of 64."""
+    """Buffers frames and crops so the quality models see the reference's batches of 64 (the
+    proxy, whose scores do not depend on the batch, takes full frames one at a time)."""
 
     def __init__(self, backend, profile: str, out: FrameSeries):
         self.backend, self.profile, self.out = backend, profile, out
         self.frames, self.mouths, self.faces = [], [], []
+        self.frame_batch = backend.frame_batch()
 
     def add(self, frame: np.ndarray, mouth_points, face_points):
         w, h = self.out.width, self.out.height
@@ -61,8 +63,7 @@ class _QualityBatches:
         self.flush(final=False)
 
     def flush(self, final: bool):
-        full = q.MOUTH_BATCH
-        if self.frames and (final or len(self.frames) >= full or
+        if self.frames and (final or len(self.frames) >= self.frame_batch or
                             len(self.frames) * self.frames[0].size // 3 >= q.FRAME_BATCH_PIXELS):
             if self.profile == REFERENCE:  # the reference scores face quality on FULL frames
                 aesthetic, face = self.backend.full_frames(self.frames)
@@ -71,10 +72,10 @@ class _QualityBatches:
                 aesthetic = self.backend.global_aesthetic(self.frames)
             self.out.global_aesthetic.extend(aesthetic)
             self.frames = []
-        if self.faces and (final or len(self.faces) >= full):
+        if self.faces and (final or len(self.faces) >= self.frame_batch):
             self.out.face_quality.extend(self.backend.face_quality(self.faces))
             self.faces = []
-        if self.mouths and (final or len(self.mouths) >= full):
+        if self.mouths and (final or len(self.mouths) >= q.MOUTH_BATCH):
             self.out.mouth_quality.extend(self.backend.mouth_quality(self.mouths))
             self.mouths = []
 

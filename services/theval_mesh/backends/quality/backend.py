@@ -74,6 +74,13 @@ class QualityBackend:
         out = [self._scores(GLOBAL_AESTHETIC.key, batch) for batch in batches(frames, FRAME_BATCH)]
         return np.concatenate(out) if out else np.zeros(0)
 
+    def frame_batch(self) -> int:
+        """Full frames (and faces) per call: the models' batches of 64. The proxy rates each image
+        alone, so it takes them as they come: a burst of 64 frames every 64 would fill the frame
+        pass's queue and stall its other stages meanwhile. Mouth crops are batched in both modes:
+        the batch's padding is part of their score."""
+        return 1 if self.resolved_mode == "proxy" else FRAME_BATCH
+
     def kept_frame(self, frame: np.ndarray) -> np.ndarray:
         """A frame as it waits for its batch: the proxy only ever looks at it scaled down, so
         that is all it keeps (64 frames of 4096x4096 would otherwise wait as 3.2 GB)."""

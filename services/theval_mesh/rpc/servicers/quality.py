@@ -53,6 +53,9 @@ class _Timed:
     def kept_frame(self, frame):
         return self.backend.kept_frame(frame)
 
+    def frame_batch(self) -> int:
+        return self.backend.frame_batch()
+
     def full_frames(self, frames):
         models = sorted({self._model(GLOBAL_AESTHETIC.key), self._model(FACE_QUALITY.key)})
         with telemetry.timed(telemetry.INFERENCE.labels("quality", "+".join(models))):
