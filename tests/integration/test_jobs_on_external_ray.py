@@ -93,6 +93,7 @@ def test_every_video_of_a_submitted_job_is_scored_on_an_external_ray(form, pki, 
         assert len(results) == CLIPS and all(r.status == "ok" for r in results), [r.reason for r in results]
     except AssertionError:
         print("".join(p.read_text(errors="replace") for p in sorted(tmp_path.rglob("*.log"))))  # the driver's too
+        print(ray_head.session_logs())  # the Ray Client server's, where a `ray://` session failed to start
         raise
     finally:
         evaluator.stop()

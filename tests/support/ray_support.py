@@ -46,6 +46,12 @@ class RayHead:
                 assert time.monotonic() < end, f"the Ray head did not listen: {self.log.read_text()[-3000:]}"
                 time.sleep(0.5)
 
+    def session_logs(self, pattern: str = "ray_client_server*.err", tail: int = 4000) -> str:
+        """The end of each of the head's session logs that match `pattern`, for a failing test's
+        output (they live in the head's temp folder, which stop() removes)."""
+        logs = sorted(Path(self.temp).glob(f"session_latest/logs/{pattern}"))
+        return "".join(f"==> {p.name} <==\n{p.read_text(errors='replace')[-tail:]}\n" for p in logs)
+
     def stop(self, grace_s: float = 10):
         """SIGTERM to its process group, SIGKILL to what is left after grace_s (Ray's processes
         can take half a minute to go on their own)."""

@@ -253,3 +253,43 @@ def test_ray_actors_queue_at_most_their_share_and_the_driver_reads_a_page_at_a_t
     assert all("file not found" in r.reason for r in store.results(job_id))
     assert store.reads == [(-1, PAGE), (PAGE - 1, 10), (PAGE + 9, 0)]
     store.close()
+
+
+class _StandInRay:
+    """A stand-in for `ray` (named as such): Ray's Ray Client server failing to start a driver's
+    session, seen once in CI on a busy machine, cannot be provoked on demand with a real cluster.
+    It raises the given errors from init, one per call, then connects."""
+
+    def __init__(self, *errors):
+        self.errors, self.inits, self.shutdowns = list(errors), 0, 0
+
+    def init(self, address, **_):
+        self.inits += 1
+        if self.errors:
+            raise self.errors.pop(0)
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
+# What Ray 2.60's proxy sends back when the server process it started for a driver died.
+SESSION_FAILED = ConnectionAbortedError("Initialization failure from server:\nTraceback ...\nRuntimeError: Starting Ray "
+                                        "client server failed. See ray_client_server_23000.err for detailed logs.\n")
+
+
+def test_a_ray_client_session_that_failed_to_start_is_tried_again_and_connects(capsys):
+    ray = _StandInRay(SESSION_FAILED)
+    pipeline._connect_ray(ray, "ray://head:10001", pause_s=0)
+    assert (ray.inits, ray.shutdowns) == (2, 1)
+    assert "attempt 1 of 3" in capsys.readouterr().err
+
+
+def test_a_ray_address_where_nothing_answers_fails_on_the_first_attempt_and_one_that_keeps_failing_after_three():
+    ray = _StandInRay(ConnectionError("ray client connection timeout"))
+    with pytest.raises(pipeline.UserError, match="no Ray cluster answers there"):
+        pipeline._connect_ray(ray, "ray://nowhere:10001", pause_s=0)
+    assert ray.inits == 1
+    ray = _StandInRay(*[SESSION_FAILED] * 5)
+    with pytest.raises(pipeline.UserError, match="(?s)failed to start a session 3 times.*ray_client_server_23000.err"):
+        pipeline._connect_ray(ray, "ray://head:10001", pause_s=0)
+    assert ray.inits == pipeline.CONNECT_ATTEMPTS == 3

@@ -347,16 +347,40 @@ def start_ray(address: str | None, workers: int):
     import ray
     _quiet_env()
     if address:
-        try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-        except ConnectionError as err:
-            raise UserError(f"--ray-address {address}: no Ray cluster answers there ({err})") from None
+        _connect_ray(ray, address)
         return
     _private_ray()
     # address="local": a new Ray of our own, never a `ray start` cluster that happens to run here
     # (ray.init() without an address attaches to one).
     ray.init(address="local", num_cpus=max(workers, os.cpu_count() or 1), include_dashboard=False,
              logging_level="ERROR", log_to_driver=False, object_store_memory=128 << 20)
+
+
+CONNECT_ATTEMPTS = 3
+
+
+def _connect_ray(ray, address: str, pause_s: float = 2.0):
+    """ray.init(address), tried again when the cluster answered but could not start this
+    driver's side of it: a Ray Client server (`ray://`) starts a server process per driver
+    (ray/util/client/server/proxier.py, start_specific_server) and, when that process fails to
+    start or to answer, says so naming its log file (ray_client_server_PORT.err). It happened in
+    CI on a busy machine; the next attempt gets a new process on a new port. An address where
+    nothing answers fails on the first attempt (after Ray's own 30 s timeout)."""
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            return
+        except ConnectionError as err:
+            server_side = "ray_client_server" in str(err)  # the proxy names its server's log file
+            if not server_side:
+                raise UserError(f"--ray-address {address}: no Ray cluster answers there ({err})") from None
+            if attempt == CONNECT_ATTEMPTS:
+                raise UserError(f"--ray-address {address}: the Ray Client server there failed to start a "
+                                f"session {attempt} times; its logs on the head say why ({err})") from None
+            print(f"warning: --ray-address {address}: the Ray Client server failed to start this driver's "
+                  f"session (attempt {attempt} of {CONNECT_ATTEMPTS}); trying again", file=sys.stderr)
+            ray.shutdown()
+            time.sleep(pause_s)
 
 
 _ray_token: str | None = None  # the token of this process's local Rays (_private_ray)
