@@ -25,7 +25,9 @@ class RayHead:
         self.temp = tempfile.mkdtemp(prefix="theval-ray-")
         # What a driver on this machine needs too: the token, and loopback kept as the node's IP.
         self.driver_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-        self.env = {**env, **self.driver_env, "RAY_USAGE_STATS_ENABLED": "0",
+        # GRPC_ENABLE_FORK_SUPPORT: as k8s/base/raycluster.yaml sets it on the head (its Ray Client
+        # server's forks; there, why).
+        self.env = {**env, **self.driver_env, "RAY_USAGE_STATS_ENABLED": "0", "GRPC_ENABLE_FORK_SUPPORT": "false",
                     "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', os.defpath)}"}
         self.proc = subprocess.Popen(
             ["ray", "start", "--head", "--block", f"--port={self.port}", "--node-ip-address=127.0.0.1",

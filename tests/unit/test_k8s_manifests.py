@@ -552,6 +552,9 @@ def test_ray_requires_its_token_from_a_secret_everywhere(rendered):
             assert env.get("RAY_AUTH_TOKEN", {}).get("valueFrom") == {
                 "secretKeyRef": {"name": auth["secretName"], "key": "auth_token"}}, (name, where)
         # The dashboard listens beyond loopback for the KubeRay operator (RayJobs): behind the token.
+        head = ray["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+        # The Ray Client server's forks (ray-project/ray#63202): without gRPC's fork handlers.
+        assert {e["name"]: e.get("value") for e in head["env"]}.get("GRPC_ENABLE_FORK_SUPPORT") == "false", name
         host = ray["spec"]["headGroupSpec"]["rayStartParams"].get("dashboard-host", "0.0.0.0")  # KubeRay's default
         assert is_loopback(host) or auth["mode"] == "token"
     for name, obj in every(rendered):

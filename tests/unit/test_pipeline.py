@@ -277,11 +277,16 @@ SESSION_FAILED = ConnectionAbortedError("Initialization failure from server:\nTr
                                         "client server failed. See ray_client_server_23000.err for detailed logs.\n")
 
 
+# ... and when the process it forked was already a zombie when it looked at it.
+ZOMBIE = ConnectionAbortedError("Initialization failure from server:\nTraceback ...\npsutil.ZombieProcess: PID still "
+                                "exists but it's a zombie (pid=17664)\n")
+
+
 def test_a_ray_client_session_that_failed_to_start_is_tried_again_and_connects(capsys):
-    ray = _StandInRay(SESSION_FAILED)
+    ray = _StandInRay(SESSION_FAILED, ZOMBIE)
     pipeline._connect_ray(ray, "ray://head:10001", pause_s=0)
-    assert (ray.inits, ray.shutdowns) == (2, 1)
-    assert "attempt 1 of 3" in capsys.readouterr().err
+    assert (ray.inits, ray.shutdowns) == (3, 2)
+    assert "attempt 2 of 3" in capsys.readouterr().err
 
 
 def test_a_ray_address_where_nothing_answers_fails_on_the_first_attempt_and_one_that_keeps_failing_after_three():

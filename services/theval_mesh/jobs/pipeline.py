@@ -363,15 +363,18 @@ def _connect_ray(ray, address: str, pause_s: float = 2.0):
     """ray.init(address), tried again when the cluster answered but could not start this
     driver's side of it: a Ray Client server (`ray://`) starts a server process per driver
     (ray/util/client/server/proxier.py, start_specific_server) and, when that process fails to
-    start or to answer, says so naming its log file (ray_client_server_PORT.err). It happened in
-    CI on a busy machine; the next attempt gets a new process on a new port. An address where
-    nothing answers fails on the first attempt (after Ray's own 30 s timeout)."""
+    start or to answer, the driver gets "Initialization failure from server" and the proxy's
+    traceback. On a busy machine that process can die at its fork: gRPC's fork handlers in the
+    proxy abort the child (seen in CI and reproduced here: "SpecificServer startup failed",
+    "Check failed: next_worker->state == KICKED"). The next attempt forks a new one on a new
+    port. An address where nothing answers fails on the first attempt (after Ray's own 30 s
+    timeout)."""
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
         try:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
             return
         except ConnectionError as err:
-            server_side = "ray_client_server" in str(err)  # the proxy names its server's log file
+            server_side = str(err).startswith("Initialization failure from server")  # ray/util/client/worker.py
             if not server_side:
                 raise UserError(f"--ray-address {address}: no Ray cluster answers there ({err})") from None
             if attempt == CONNECT_ATTEMPTS:
