@@ -62,7 +62,7 @@ def raw_h264(path, segments, fps=25):
 def gradient(n, w=64, h=48):
     """n frames of a moving gradient."""
     row = ((np.arange(w) * 4) % 256).astype(np.uint8)[None, :, None]
-    return [np.broadcast_to(row + np.uint8(i * 8), (h, w, 3)).copy() for i in range(n)]
+    return [np.broadcast_to(row + np.uint8(i * 8 % 256), (h, w, 3)).copy() for i in range(n)]
 
 
 def tone(seconds, rate=16000, amplitude=0.5):

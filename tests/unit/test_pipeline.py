@@ -204,6 +204,52 @@ def test_a_driver_whose_work_blocks_past_the_stale_time_still_reads_running(mesh
     assert seen.count("running") > 20 and "interrupted" not in seen, sorted(set(seen))
 
 
+def test_a_cancel_stops_the_video_being_scored_inline_without_waiting_for_it(mesh, store, monkeypatch):
+    """The evaluator holds the first Evaluate call (the session mesh's gate, a real server) as a
+    long video would keep it; a cancel requested meanwhile reaches the driver at its next
+    heartbeat (0.05 s here), which cancels the call itself: the job ends "cancelled" while the call
+    is still held, nothing committed, the videos left pending. (Before, the loop only looked at the
+    cancel between videos, so the job waited for the call.)"""
+    monkeypatch.setattr(pipeline, "HEARTBEAT_S", 0.05)
+    job_id = new_job(mesh, store, [clip(mesh, "cancel-a.mp4"), clip(mesh, "cancel-b.mp4")])
+    gate = mesh.evaluate_log.gate
+    ended: list = []
+    gate.clear()
+    try:
+        driver = threading.Thread(target=lambda: ended.append(run_inline(store, job_id)), daemon=True)
+        driver.start()
+        wait_for(lambda: mesh.evaluate_log.held == 1, "the first Evaluate call to be held", alive=driver)
+        store.request_cancel(job_id)
+        driver.join(timeout=60)
+        held_at_end = mesh.evaluate_log.held
+    finally:
+        gate.set()
+    assert ended, "the driver waited for the held call"
+    job = ended[0]
+    assert (job.state, job.done, job.failed, job.remaining) == ("cancelled", 0, 0, 2)
+    assert held_at_end == 1  # it ended while the evaluator still held the call: it did not wait for it
+
+
+def test_a_cancel_stops_an_embedded_video_between_two_frames(store, tmp_path, monkeypatch):
+    """Embedded (no mesh): the frame pass looks at the job's cancel per decoded frame. The first
+    decoded frame requests the cancel and waits a few heartbeats; the pass stops at the next
+    frame, long before the clip's 150."""
+    monkeypatch.setattr(pipeline, "HEARTBEAT_S", 0.05)
+    video = str(write_video(tmp_path / "long.mp4", gradient(150, 64, 64), audio=tone(6)))
+    spec = JobSpec(inputs=[["GT", str(tmp_path)]], settings=SETTINGS, workers=1)
+    job_id = store.create(spec, [Item("GT", video)]).id
+    decoded = []
+
+    def on_frames(n):
+        if not decoded:
+            store.request_cancel(job_id)
+            time.sleep(6 * pipeline.HEARTBEAT_S)
+        decoded.append(n)
+    job = run_inline(store, job_id, on_frames=on_frames)
+    assert (job.state, job.done, job.remaining) == ("cancelled", 0, 1)
+    assert 1 <= len(decoded) < 150
+
+
 class RecordingStore(SqlJobStore):
     """A real SqlJobStore that also records its pending() reads: (after, rows returned)."""
 

@@ -29,8 +29,9 @@ class Engine:
             self._provenance = in_process(self.settings, self.quality, self.headpose, self.audio.provenance())
         return self._provenance
 
-    def score_video(self, path, model: str = "", on_frames=None) -> VideoResult:
+    def score_video(self, path, model: str = "", on_frames=None, cancelled=None) -> VideoResult:
+        """cancelled: backends.liveness; Cancelled is raised, mid-video, once it fires."""
         result = new_result(model, path, self.settings, self.provenance())
-        score(lambda: LocalVideo(path, self.settings, self.audio, self.quality, self.headpose), result,
+        score(lambda: LocalVideo(path, self.settings, self.audio, self.quality, self.headpose, cancelled), result,
               self.settings, on_frames)
         return result

@@ -201,8 +201,10 @@ def analyse_audio(backend, audio, profile: str, cancelled=None) -> AudioSeries:
 class LocalVideo:
     """The embedded stages: ONE decode feeds FaceMesh, the quality models and the audio."""
 
-    def __init__(self, path, settings: RunSettings, audio_backend, quality_backend, headpose_backend=None):
-        self.path, self.settings = path, settings
+    def __init__(self, path, settings: RunSettings, audio_backend, quality_backend, headpose_backend=None,
+                 cancelled=None):
+        """cancelled: backends.liveness, checked per decoded frame (None: never cancelled)."""
+        self.path, self.settings, self.cancelled = path, settings, cancelled
         self.audio_backend, self.quality_backend = audio_backend, quality_backend
         self.headpose_backend = headpose_backend
         self.reader = self._reader()
@@ -224,7 +226,8 @@ class LocalVideo:
 
     def landmarks(self, silent, on_frames=None) -> FrameSeries:
         series = run_frame_pass(self.reader, self.settings, self.quality_backend, silent_frames=silent,
-                                on_frames=on_frames, headpose_backend=self.headpose_backend)
+                                on_frames=on_frames, cancelled=self.cancelled,
+                                headpose_backend=self.headpose_backend)
         self._decoded = True
         return series
 

@@ -25,7 +25,7 @@ from theval_mesh.core.inputs import Item
 from theval_mesh.core.preflight import before_work
 from theval_mesh.core.results import FAILED, VideoResult
 from theval_mesh.jobs import job_telemetry
-from theval_mesh.pure.errors import ServiceError, UserError, VideoError
+from theval_mesh.pure.errors import Cancelled, ServiceError, UserError, VideoError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.security import ClientSecurity
 from theval_mesh.stores.job_store import HEARTBEAT_S, JobSpec, JobStore, StoreFull
@@ -68,11 +68,14 @@ class ScoringWorker:
                 import torch
                 torch.set_num_threads(threads)
 
-    def score(self, seq: int, model: str, video: str, on_frames=None) -> tuple[int, str, str]:
+    def score(self, seq: int, model: str, video: str, on_frames=None, cancelled=None) -> tuple[int, str, str]:
         """(seq, "ok", result JSON) or (seq, "retry", why): a bad video is a failed result; only
-        the mesh's own failures (down, restarting) are retried. on_frames(n): frames decoded."""
+        the mesh's own failures (down, restarting) are retried. on_frames(n): frames decoded;
+        cancelled (backends.liveness): Cancelled is raised mid-video once it fires."""
         try:
-            return seq, "ok", self.engine.score_video(video, model, on_frames).to_json()
+            return seq, "ok", self.engine.score_video(video, model, on_frames, cancelled).to_json()
+        except Cancelled:
+            raise
         except ServiceError as err:
             if err.code not in VIDEO_FAULTS:  # the mesh failed, not the video
                 return seq, "retry", f"{err.code}: {err}"
@@ -323,6 +326,9 @@ def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
         return scorer().engine.provenance() if _loads_models(loop.spec) else expected_provenance(loop.spec)
     loop = _Loop(store, job_id, on_result, provenance)
 
+    def cancelled():  # a cancel the heartbeat brought in stops the video being scored, mid-video
+        return "CANCELLED" if loop.cancelled else None
+
     def body():
         while not loop.cancelled:
             nxt = loop.next_item()
@@ -332,7 +338,10 @@ def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
                 time.sleep(0.05)  # a retry is waiting for its pause
                 continue
             seq, item = nxt
-            _, kind, payload = scorer().score(seq, item.model, item.video, on_frames)
+            try:
+                _, kind, payload = scorer().score(seq, item.model, item.video, on_frames, cancelled)
+            except Cancelled:
+                return  # the video stays pending; the job ends "cancelled"
             if kind == "ok":
                 loop.scored(seq, item, VideoResult.from_json(payload))
             else:

@@ -7,7 +7,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from theval_mesh.core.results import VideoResult
-from theval_mesh.pure.errors import ServiceError, UserError
+from theval_mesh.pure.errors import Cancelled, ServiceError, UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.admission import is_busy
@@ -16,6 +16,7 @@ from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 
 READY_TIMEOUT_S = 10.0
 DESCRIBE_TIMEOUT_S = 60.0  # the services answer from what they loaded at start-up
+CANCEL_POLL_S = 0.1  # how often a call waits before it looks at `cancelled` again
 
 
 class MeshEngine:
@@ -59,13 +60,15 @@ class MeshEngine:
             raise UserError(f"the mesh at {self.address} cannot score with these settings "
                             f"({err.code().name}): {err.details()}") from None
 
-    def score_video(self, path, model: str = "", on_frames=None) -> VideoResult:
+    def score_video(self, path, model: str = "", on_frames=None, cancelled=None) -> VideoResult:
+        """cancelled: backends.liveness; once it fires, the call is cancelled (the evaluator stops
+        its work) and Cancelled raised."""
         # The evaluator reads the file itself: its allowed roots must include it.
         uri = os.path.abspath(path)
         request = evaluator_pb2.EvaluateRequest(video=common_pb2.VideoRef(uri=uri), name=str(path), model=model,
                                                 settings=wire.settings_to_proto(self.settings))
         try:
-            response = self.stub.Evaluate(request, timeout=self.timeout_s)
+            response = self._evaluate(request, cancelled)
             result = wire.result_from_proto(response.result)
         except grpc.RpcError as err:
             result = wire.failed_result(err)
@@ -79,6 +82,18 @@ class MeshEngine:
         if on_frames:
             on_frames(result.frames_total)
         return result
+
+    def _evaluate(self, request, cancelled):
+        if cancelled is None:
+            return self.stub.Evaluate(request, timeout=self.timeout_s)
+        call = self.stub.Evaluate.future(request, timeout=self.timeout_s)
+        while True:
+            try:
+                return call.result(timeout=CANCEL_POLL_S)
+            except grpc.FutureTimeoutError:
+                if code := cancelled():
+                    call.cancel()  # the evaluator sees its call end and stops the video's work
+                    raise Cancelled(code) from None
 
     def close(self):
         self.channel.close()
