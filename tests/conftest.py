@@ -10,6 +10,14 @@ from tests.support.video_files import write_video
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 # Every test scores afresh, whatever the developer's cache holds; the result cache's tests give their own.
 os.environ["THEVAL_CACHE"] = "off"
+# The networks' exports (backends/inference/export.py) are keyed by their weights' checksums: the
+# stand-in stores of every test share them, each exported once per session.
+if "THEVAL_COMPILED" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["THEVAL_COMPILED"] = tempfile.mkdtemp(prefix="theval-test-compiled-")
+    atexit.register(shutil.rmtree, os.environ["THEVAL_COMPILED"], True)
 
 
 def write_clip(path, frames=10, size=(64, 48), fps=25, audio_rate=16000, channels=1, tone=None,

@@ -17,6 +17,7 @@ from theval_mesh.backends.quality.local_models import LocalModels
 from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import METRIC_MODELS, MODELS
 from theval_mesh.pure.errors import UserError, WeightsMissing
+from theval_mesh.pure.inference import InferenceOptions
 
 FACE = "topiq_nr-face"  # the name THEval's reference code passes to pyiqa.create_metric
 
@@ -167,7 +168,8 @@ def test_building_the_face_model_from_a_cgfiqa_only_store_fails_offline(face_sto
 @pytest.mark.parametrize("profile", ["reference", "paper"])
 def test_face_quality_is_built_from_the_fake_gfiqa_file(face_store, no_network, profile):
     import torch
-    qb = QualityBackend(mode="paper", profile=profile, store=face_store)  # presence only
+    # what torch loaded (the runtimes take their graphs from it: test_inference_runtimes.py)
+    qb = QualityBackend(mode="paper", profile=profile, store=face_store, inference=InferenceOptions(runtime="torch"))
     assert qb.metric_models["face_quality"] == FACE
     metric = qb.models.load(FACE)
     net = metric.net

@@ -16,6 +16,7 @@ from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.progress import Progress, settings_changed
 from theval_mesh.outputs import results_files
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.inference import InferenceOptions
 from theval_mesh.pure.scoring import tables
 from theval_mesh.pure.scoring.final_score import Leaderboard
 from theval_mesh.pure.settings import RunSettings
@@ -89,7 +90,8 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
              weights_store: str | None = None, progress: bool = True, mesh: str | None = None,
              inline: bool | None = None, ray_address: str | None = None, partial_score: bool = False,
              allow_unpaired: bool = False, cache: bool | str | Path = True, log_to: str | None = None,
-             mlflow_uri: str | None = None, mlflow_experiment: str = "theval", **options: Any) -> Evaluation:
+             mlflow_uri: str | None = None, mlflow_experiment: str = "theval", runtime: str = "auto",
+             device: str = "auto", precision: str = "fp32", **options: Any) -> Evaluation:
     """Score the GT videos and each model's, then rank the models against the GT.
 
     gt and each model's path: a folder (searched recursively), one video, or a .txt list of paths.
@@ -119,6 +121,12 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
     zero or NaN), the per-video files are written and NotRanked is raised, its `results` holding
     every video's result.
 
+    runtime, device, precision: how the networks (paper quality, FaceXFormer) run in process:
+    runtime "auto" (the fastest measured on the device), "torch", "onnxruntime", "openvino";
+    device "auto" (a GPU when there is one), "cpu", "cuda", "cuda:N" (UsageRefused, before any
+    work, when it is not there); precision "fp32", or "fp16"/"bf16" on torch (other numbers,
+    labelled, and refused beside fp32 results).
+
     log_to="mlflow": also write the HTML report into `out` and log the evaluation as one MLflow run
     (mlflow_uri: the tracking URI, default $MLFLOW_TRACKING_URI, else OUT/mlruns) in experiment
     `mlflow_experiment`; needs `out`.
@@ -132,6 +140,7 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
     run = dict(settings=settings, workers=workers, gt_name=gt_name, weights=weights, partial_score=partial_score,
                allow_unpaired=allow_unpaired,
                weights_store=weights_store, cache=result_cache.location(cache),
+               inference=InferenceOptions(runtime, device, precision).to_dict(),
                progress=progress, mesh=mesh, ray_address=ray_address,
                inline=(workers == 1 and ray_address is None) if inline is None else inline)
     if out is not None:
@@ -149,7 +158,7 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
 def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSettings, workers: int, gt_name: str,
               weights, partial_score: bool, allow_unpaired: bool, weights_store, cache: str | None, progress: bool,
               mesh: str | None, inline: bool,
-              ray_address: str | None) -> Evaluation:
+              ray_address: str | None, inference: dict) -> Evaluation:
     inputs = [(gt_name, gt)] + models
     items = plan(inputs)
     # Missing weights or a mesh that does not answer stop the run here, with one clear line.
@@ -158,7 +167,7 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
     spec = pipeline.new_spec(inputs, settings, quiet=not progress, items=items, allow_unpaired=allow_unpaired,
                              gt_name=gt_name, workers=workers,
                              quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address,
-                             partial_score=partial_score, cache=cache)
+                             partial_score=partial_score, cache=cache, inference=inference)
     out.mkdir(parents=True, exist_ok=True)
     store = SqlJobStore(out / results_files.RESULTS_DB)
     try:

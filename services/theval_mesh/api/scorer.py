@@ -4,10 +4,12 @@ from pathlib import Path
 from typing import Any
 
 from theval_mesh.api.arguments import run_settings
+from theval_mesh.backends.inference.plan import check_options
 from theval_mesh.backends.media.sources import BYTES_LABEL, local_video
 from theval_mesh.core.engine import Engine
 from theval_mesh.core.results import VideoResult
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.inference import InferenceOptions
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.config import OPTIONS
 
@@ -27,14 +29,18 @@ class Scorer:
     """Scores single videos with the in-process models, loaded once here.
 
     Run settings: `settings`, or its fields as keywords (profile="paper", quality="proxy", ...).
-    weights_store: the quality models' weights folder (default $THEVAL_WEIGHTS). A video that cannot
+    weights_store: the quality models' weights folder (default $THEVAL_WEIGHTS). runtime, device,
+    precision: how the networks run, as evaluate() takes them. A video that cannot
     be scored gives a result with status "failed" and its reason, as in evaluate()'s results.
     """
 
     def __init__(self, settings: RunSettings | None = None, *, weights_store: str | None = None,
-                 max_video_bytes: int | None = None, **options: Any):
+                 max_video_bytes: int | None = None, runtime: str = "auto", device: str = "auto",
+                 precision: str = "fp32", **options: Any):
         self.settings = run_settings(settings, options)
-        self.engine = Engine(self.settings, weights_store)
+        inference = InferenceOptions(runtime, device, precision)
+        check_options(inference)
+        self.engine = Engine(self.settings, weights_store, inference)
         # score_bytes() takes what the mesh's evaluator takes, no more.
         self.max_video_bytes = max_video_bytes or bytes_limit()
 

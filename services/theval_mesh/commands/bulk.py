@@ -15,6 +15,7 @@ from theval_mesh.commands.evaluate import (
     add_log_options,
     add_run_options,
     cache_choice,
+    inference_from,
     log_run,
     print_summary,
     settings_from,
@@ -117,7 +118,7 @@ def submit(args) -> int:
                              gt_name=args.gt_name,
                              workers=args.workers, quality_store=args.weights_store, mesh=args.mesh,
                              weights=args.weights, ray_address=args.ray_address, partial_score=args.partial_score,
-                             cache=result_cache.location(cache_choice(args)))
+                             cache=result_cache.location(cache_choice(args)), inference=inference_from(args))
     store = open_store(args)
     for line in settings_changed(store.scored_otherwise(items, spec.settings_key()), spec.settings):
         print(line, file=sys.stderr)

@@ -3,7 +3,14 @@ import os
 from pathlib import Path
 
 from theval_mesh.api.evaluation import evaluate
-from theval_mesh.commands.evaluate import add_run_options, cache_choice, partial, print_summary, settings_from
+from theval_mesh.commands.evaluate import (
+    add_run_options,
+    cache_choice,
+    inference_from,
+    partial,
+    print_summary,
+    settings_from,
+)
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 
 
@@ -36,6 +43,7 @@ def run(args) -> int:
     evaluation = evaluate(str(kit_dir / "gt"), models, out / "results", settings=settings_from(args),
                           workers=args.workers, weights=args.weights, partial_score=args.partial_score,
                           allow_unpaired=args.allow_unpaired,
-                          weights_store=args.weights_store, progress=not args.quiet, cache=cache_choice(args))
+                          weights_store=args.weights_store, progress=not args.quiet, cache=cache_choice(args),
+                          **inference_from(args))
     print_summary(evaluation.board, evaluation.results, evaluation.paths)
     return EXIT_PARTIAL if partial(evaluation.results) else EXIT_OK

@@ -10,6 +10,7 @@ from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import FAILED
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
+from theval_mesh.pure.inference import DEVICE_HELP, PRECISIONS, RUNTIMES, InferenceOptions
 from theval_mesh.pure.scoring import tables
 from theval_mesh.pure.scoring.final_score import WEIGHTS_EXAMPLE
 from theval_mesh.pure.settings import SETTINGS, RunSettings
@@ -23,6 +24,14 @@ def add_run_options(p: argparse.ArgumentParser):
         else:
             p.add_argument(s.flag, type=s.kind, choices=s.choices, default=s.default,
                            metavar="N" if s.kind is int and not s.choices else None, help=s.help)
+    p.add_argument("--runtime", choices=RUNTIMES, default="auto",
+                   help="inference runtime of the networks (paper quality, FaceXFormer): auto (default: the fastest "
+                        "measured on the device), torch (eager PyTorch, the yardstick), onnxruntime, openvino")
+    p.add_argument("--device", default="auto", metavar="DEVICE",
+                   help=f"device of the networks and their face detectors: {DEVICE_HELP}")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="fp32 (default), or fp16/bf16 on torch: other numbers, labelled in every output and never "
+                        "mixed with fp32 results")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="Ray workers: videos scored in parallel, each worker loading the models once (default 1)")
     p.add_argument("--weights", default=None, metavar="SPEC",
@@ -66,6 +75,11 @@ def log_run(args, out) -> None:
     write_report(out, progress=not getattr(args, "quiet", False))
     run = log_to_mlflow(out, args.mlflow_uri, args.mlflow_experiment)
     print(f"logged to MLflow: {run.uri}, experiment {run.experiment}, run {run.run_id}", file=sys.stderr)
+
+
+def inference_from(args) -> dict:
+    """--runtime, --device, --precision as the API's keywords (checked: a bad device exits 2)."""
+    return InferenceOptions.from_values(vars(args)).to_dict()
 
 
 def settings_from(args) -> RunSettings:
@@ -127,7 +141,7 @@ def run(args) -> int:
                           weights=args.weights, partial_score=args.partial_score, allow_unpaired=args.allow_unpaired,
                           weights_store=args.weights_store,
                           progress=not args.quiet, cache=cache_choice(args),
-                          mesh=args.mesh, inline=args.inline, ray_address=args.ray_address)
+                          mesh=args.mesh, inline=args.inline, ray_address=args.ray_address, **inference_from(args))
     print_summary(evaluation.board, evaluation.results, evaluation.paths)
     log_run(args, args.out)
     return EXIT_PARTIAL if partial(evaluation.results) else EXIT_OK

@@ -1,5 +1,5 @@
 """`theval robustness`: each metric's noise floor on your own GT clips (api/robustness.py)."""
-from theval_mesh.commands.evaluate import add_run_options, cache_choice, settings_from
+from theval_mesh.commands.evaluate import add_run_options, cache_choice, inference_from, settings_from
 from theval_mesh.pure.exit_codes import EXIT_OK
 from theval_mesh.pure.scoring.robustness import KINDS
 
@@ -32,7 +32,8 @@ def run(args) -> int:
     result = robustness(args.gt, args.out, kinds=tuple(args.kind or KINDS), results=args.results,
                         store=args.weights_store, lse=not args.no_lse, progress=not args.quiet,
                         settings=settings_from(args), workers=args.workers, inline=args.inline,
-                        weights=args.weights, partial_score=args.partial_score, cache=cache_choice(args))
+                        weights=args.weights, partial_score=args.partial_score, cache=cache_choice(args),
+                        **inference_from(args))
     print(table_markdown(result))
     print(f"written: {args.out}/robustness.md, robustness.csv, robustness.json, robustness.png")
     return EXIT_OK

@@ -26,6 +26,7 @@ from theval_mesh.core.preflight import before_work
 from theval_mesh.core.results import FAILED, VideoResult
 from theval_mesh.jobs import job_telemetry
 from theval_mesh.pure.errors import Cancelled, ServiceError, UserError, VideoError
+from theval_mesh.pure.inference import InferenceOptions
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.security import ClientSecurity
 from theval_mesh.stores.job_store import HEARTBEAT_S, JobSpec, JobStore, StoreFull
@@ -46,6 +47,10 @@ def _settings(spec) -> RunSettings:
     return RunSettings.from_key(spec.settings)
 
 
+def _inference(spec) -> InferenceOptions:
+    return InferenceOptions(**(spec.inference or {}))
+
+
 def _quiet_env():
     os.environ.update(QUIET)
 
@@ -63,10 +68,10 @@ class ScoringWorker:
             self.engine = MeshEngine(spec.mesh, settings, security=security)
         else:
             from theval_mesh.core.engine import Engine
-            self.engine = Engine(settings, spec.quality_store)
-            if threads and self.engine.runs_torch():  # not imported at all for the proxy's networks-free run
-                import torch
+            if threads and _loads_models(spec):  # before the networks load: their runtimes take it
+                import torch  # not imported at all for the proxy's networks-free run
                 torch.set_num_threads(threads)
+            self.engine = Engine(settings, spec.quality_store, _inference(spec))
 
     def score(self, seq: int, model: str, video: str, on_frames=None, cancelled=None) -> tuple[int, str, str]:
         """(seq, "ok", result JSON) or (seq, "retry", why): a bad video is a failed result; only
@@ -123,7 +128,9 @@ def check(spec) -> str | None:
             engine.close()
         return None
     from theval_mesh.backends.headpose.facexformer import choose
+    from theval_mesh.backends.inference.plan import check_options
     from theval_mesh.backends.quality.backend import QualityBackend
+    check_options(_inference(spec))  # e.g. --device cuda without a GPU: refused now, exit 2
     quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=spec.quality_store).notice
     return f"{quality}\n{choose(settings.headpose, spec.quality_store)[1]}"
 
@@ -140,7 +147,7 @@ def expected_provenance(spec) -> dict:
         finally:
             engine.close()
     from theval_mesh.core.provenance import expected
-    return expected(settings, spec.quality_store)
+    return expected(settings, spec.quality_store, _inference(spec))
 
 
 def _loads_models(spec) -> bool:

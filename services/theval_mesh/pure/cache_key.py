@@ -2,19 +2,26 @@
 (the run settings) and by what (every backend's identity: model checksums, FaceMesh passes, VAD
 model, decoder, audio extraction and the tool's version, as the provenance names them).
 
-Where a model ran (in-process or on a Triton server) is left out: both compute the same numbers
-(a test proves it), so a result scored by the mesh serves an embedded run and back."""
+Where a model ran (in-process or on a Triton server; on which runtime and device) is left out: all
+compute the same fp32 numbers (tests prove it), so a result scored by the mesh serves an embedded
+run and back, and one scored on torch serves an OpenVINO run. The precision stays in."""
 import hashlib
 import json
+
+from theval_mesh.pure.inference import precision_label
 
 KEY_VERSION = 1  # bump when what a cached result holds changes meaning
 # Where the models ran, and what a video's own scoring adds (its frame counts, core.stages).
 NOT_IDENTITY = ("served_by", "frame_counts")
+INFERENCE = "inference"  # runtimes, devices and precision of the networks: the precision alone is identity
 
 
 def identity(provenance: dict) -> dict:
     """The part of a result's provenance that decides its values."""
-    return {k: v for k, v in provenance.items() if k not in NOT_IDENTITY}
+    out = {k: v for k, v in provenance.items() if k not in NOT_IDENTITY}
+    if out.get(INFERENCE) is not None:
+        out[INFERENCE] = precision_label(out[INFERENCE])
+    return out
 
 
 def cache_key(video_sha256: str, settings: dict, provenance: dict) -> str:

@@ -28,6 +28,12 @@ class InputsRefused(UserError):
     exit_code = EXIT_USAGE
 
 
+class UsageRefused(UserError):
+    """A flag the machine cannot honour, refused before any work (e.g. --device cuda without a
+    usable GPU): exits as bad usage."""
+    exit_code = EXIT_USAGE
+
+
 class NotRanked(UserError):
     """The videos were scored and their per-video results written, but no leaderboard could be
     formed from them (e.g. the GT is zero or NaN on a metric). `written`: the files on disk;

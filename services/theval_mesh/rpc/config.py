@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.inference import DEVICE_HELP, PRECISIONS, RUNTIMES, InferenceOptions
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.services import DEPENDENCIES, SERVICES, TABLE
 from theval_mesh.pure.settings import LIMIT_SETTINGS, SETTINGS, RunSettings, Setting
@@ -96,6 +97,13 @@ OPTIONS = (
     *(_from_setting(s, run_setting=True) for s in SETTINGS),
     Option("weights_store", "THEVAL_WEIGHTS", "model weights folder (quality models; FaceXFormer and retina-face "
            "for the head-pose service)", services=WEIGHTS),
+    # How the networks of this process run (backends.inference.plan): its runtime, device, precision.
+    Option("runtime", "THEVAL_RUNTIME", "inference runtime of the networks: auto (default: the fastest measured "
+           "on the device), torch, onnxruntime, openvino", default="auto", choices=RUNTIMES, services=WEIGHTS),
+    Option("device", "THEVAL_DEVICE", f"device of the networks and face detectors: {DEVICE_HELP}",
+           default="auto", services=WEIGHTS),
+    Option("precision", "THEVAL_PRECISION", "fp32 (default), or fp16/bf16 on torch (other numbers, labelled; "
+           "never mixed with fp32 results)", default="fp32", choices=PRECISIONS, services=WEIGHTS),
     # Where the neural models run: in this process, or on a Triton server (triton_models/).
     Option("backend", "THEVAL_BACKEND", "where the models run: inprocess (default) or triton",
            default="inprocess", choices=BACKENDS, services=ON_TRITON),
@@ -168,6 +176,7 @@ class Config:
     grace_s: float = 30.0
     run: RunSettings = field(default_factory=RunSettings)
     weights_store: str | None = None
+    inference: InferenceOptions = field(default_factory=InferenceOptions)
     backend: str = "inprocess"
     triton_url: str | None = None
     store: str | None = None
@@ -341,9 +350,10 @@ def load(service: str, args=None, environ=None) -> Config:
                               "concurrency", "job_workers", "max_job_workers", "max_jobs", "ray_address",
                               "advertise_host", "advertise_tls_name", "tls_cert", "tls_key", "tls_client_ca",
                               "tls_ca") if k in v}
+    inference = InferenceOptions.from_values(v)  # a bad value is refused, naming the flag
     cfg = Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],
                  allowed_roots=tuple(roots), run=run, limits=run.limits, store=store, dependencies=deps,
-                 tokens=tokens, admins=admins, **keep)
+                 tokens=tokens, admins=admins, inference=inference, **keep)
     check("stream_limit_per_caller", lambda x: 1 <= x <= cfg.streams,
           f"must be 1 to the stream limit ({cfg.streams})")
     return cfg

@@ -99,7 +99,8 @@ class MeshClients:
         headpose = json.loads(answers["headpose"].provenance_json or "{}")
         provenance = describe(settings, answers["landmarks"].backend, answers["headpose"].backend,
                               answers["audio"].backend, json.loads(answers["quality"].provenance_json),
-                              audio.get("served_by", "in-process"), headpose.get("served_by", "in-process"))
+                              audio.get("served_by", "in-process"), headpose.get("served_by", "in-process"),
+                              headpose.get("inference"))
         with self._lock:
             self._provenance[key] = provenance
         return provenance

@@ -58,6 +58,7 @@ class JobSpec:
     ray_address: str | None = None  # where it ran last; `resume` uses it unless told otherwise
     owner: str = ""  # the identity that submitted it to an evaluator: only it may see or cancel it
     cache: str | None = None  # the result cache's file or URL (stores.result_cache); None: no cache
+    inference: dict | None = None  # pure.inference.InferenceOptions as a dict; None: auto, fp32
 
     def __post_init__(self):
         # The one check of a job's workers: every job (evaluate, bulk, SubmitJob, a resume's

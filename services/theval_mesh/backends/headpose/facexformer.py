@@ -30,7 +30,9 @@ BATCH = 128  # hmd.py:27
 CPU_PASS = 8
 CROP = 224
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # hmd.py:34
-ROLES = ("main", "detector")  # the registry's roles of FaceXFormer's files: the network, the detector
+ROLES = ("main", "detector")
+DETECTOR = "retinaface"  # the detector's name in the inference plan and the export cache
+  # the registry's roles of FaceXFormer's files: the network, the detector
 
 
 def _files(roles) -> dict[str, str]:
@@ -74,26 +76,37 @@ def normalised(crops: list[np.ndarray]) -> np.ndarray:
 
 
 class LocalNetwork:
-    """FaceXFormer's head-pose output in this process: degrees() of a normalised batch."""
+    """FaceXFormer's head-pose output in this process: degrees() of a normalised batch.
+    inference: pure.inference.InferenceOptions (runtime, device, precision; default auto)."""
     served_by = "in-process"
 
-    def __init__(self, store, device: str = "cpu"):
+    def __init__(self, store, inference=None):
         from theval_mesh.backends.headpose import facexformer_net
+        from theval_mesh.backends.inference.plan import resolve
 
-        self.store, self.device = ws.resolve(store), device
+        self.store, self.plan = ws.resolve(store), resolve(inference).on(NAME)
         path = self.store / _files(("main",))["main"]
-        self.net = facexformer_net.load(path, device).eval()
         sha = sha256_file(path)
+        on_torch = self.plan.runtime == "torch"
+        self.net = facexformer_net.load(path, self.plan.device if on_torch else "cpu").eval()
+        if not on_torch:
+            from theval_mesh.backends.inference.networks import facexformer_on_runtime
+            self.net = facexformer_on_runtime(self.net, self.plan, self.store, sha)
+        self.device = self.plan.device if on_torch else "cpu"  # where the input tensors go
         self.files = {path.name: (sha, ws.stand_in_seed(self.store, path.name, sha))}  # name -> (sha256, seed)
+
+    def inference(self) -> dict:
+        from theval_mesh.backends.inference.plan import describe
+        return describe({NAME: self.plan})
 
     def degrees(self, batch: np.ndarray) -> np.ndarray:
         """(N, 3) float32 pitch, yaw, roll in degrees of a normalised (N, 3, 224, 224) batch; on
         CPU in forward passes of CPU_PASS crops (faster per crop, the same values)."""
         import torch
 
-        step = CPU_PASS if self.device == "cpu" else max(1, len(batch))
-        with torch.inference_mode():
-            radians = [self.net(torch.from_numpy(batch[i:i + step]).to(self.device)).cpu().numpy()
+        step = CPU_PASS if self.plan.device == "cpu" else max(1, len(batch))
+        with torch.inference_mode(), self.plan.autocast():
+            radians = [self.net(torch.from_numpy(batch[i:i + step]).to(self.device)).float().cpu().numpy()
                        for i in range(0, len(batch), step)]
         return np.concatenate(radians) * 180 / np.pi if radians else np.zeros((0, 3), np.float32)  # hmd.py:65-67
 
@@ -103,18 +116,20 @@ class FaceXFormerHeadPose:
     network: where FaceXFormer runs (default: LocalNetwork, from the same store)."""
     batch = BATCH
 
-    def __init__(self, store=None, device: str = "cpu", network=None):
+    def __init__(self, store=None, inference=None, network=None):
         from theval_mesh.backends.headpose.retinaface_net import RetinaFaceDetector
+        from theval_mesh.backends.inference.plan import resolve
 
-        self.store, self.device = ws.resolve(store), device
+        self.store = ws.resolve(store)
+        self.plan = resolve(inference)
         absent = missing(self.store, ROLES if network is None else ("detector",))
         if absent:
             raise WeightsMissing(f"head pose (FaceXFormer) needs {', '.join(absent)} in the weights "
                                  f"store {self.store}; {ws.FETCH_HINT}")
         detector = self.store / _files(("detector",))["detector"]
         try:
-            self.detector = RetinaFaceDetector(detector)
-            self.network = network if network is not None else LocalNetwork(self.store, device)
+            self.detector = RetinaFaceDetector(detector, plan=self.plan.on(DETECTOR), store=self.store)
+            self.network = network if network is not None else LocalNetwork(self.store, inference)
         except ServiceError:  # a remote network that does not answer (yet): the caller decides
             raise
         except Exception as err:  # truncated file, wrong keys or shapes
@@ -132,6 +147,13 @@ class FaceXFormerHeadPose:
         parts = [f"{name}:sha256:{sha}" + ("" if seed is None else f" ({ws.stand_in_label(seed)})")
                  for name, (sha, seed) in self.files.items()]
         return f"{NAME} (retina-face 0.0.17 boxes, FaceXFormer head pose) " + " ".join(parts)
+
+    def inference(self) -> dict:
+        """How the detector (here) and FaceXFormer (here, or as its server reports) run."""
+        from theval_mesh.backends.inference.plan import describe
+        network = self.network.inference() if hasattr(self.network, "inference") else {}
+        runtimes = {**(network.get("runtimes") or {}), **describe({DETECTOR: self.detector.plan})["runtimes"]}
+        return {"device": self.plan.device, "precision": self.plan.precision, "runtimes": runtimes}
 
     def stand_in_seeds(self) -> set[int]:
         return {seed for _, seed in self.files.values() if seed is not None}

@@ -159,8 +159,21 @@ class RetinaFaceDetector:
     with the torch network. frame: the HxWx3 uint8 array the caller would pass to the package
     (THEval passes RGB)."""
 
-    def __init__(self, weights: Path, threads: int | None = None):
+    def __init__(self, weights: Path, threads: int | None = None, plan=None, store=None):
+        """plan: backends.inference.plan.NetworkPlan (default: eager torch on the CPU, fp32);
+        store: where the exported network is cached (the weights' folder by default)."""
+        from theval_mesh.backends.checksum import sha256_file
+        from theval_mesh.backends.inference.plan import TORCH_CPU
+
+        self.plan = plan or TORCH_CPU
         self.net = RetinaFaceNet().load_h5(weights).eval()
+        if self.plan.runtime == "torch":
+            self.net = self.net.to(self.plan.device)
+        else:
+            from theval_mesh.backends.inference.networks import retinaface_on_runtime
+            self.net = retinaface_on_runtime(self.net, self.plan, store or Path(weights).parent,
+                                             sha256_file(weights))
+        self.device = self.plan.device if self.plan.runtime == "torch" else "cpu"  # the input tensor's
         self.threads = threads
 
     def outputs(self, frame: np.ndarray):
@@ -171,11 +184,11 @@ class RetinaFaceDetector:
         img = frame
         if scale != 1.0:  # preprocess.py:115-116
             img = cv2.resize(frame, None, None, fx=scale, fy=scale, interpolation=cv2.INTER_LINEAR)
-        x = torch.from_numpy(rf.network_input(img))
+        x = torch.from_numpy(rf.network_input(img)).to(self.device)
         if self.threads:
             torch.set_num_threads(self.threads)
-        with torch.inference_mode():
-            outs = [o.numpy() for o in self.net(x)]
+        with torch.inference_mode(), self.plan.autocast():
+            outs = [o.float().cpu().numpy() for o in self.net(x)]
         return outs, img.shape[0], img.shape[1], scale
 
     def detect(self, frame: np.ndarray, threshold: float = rf.THRESHOLD) -> dict:

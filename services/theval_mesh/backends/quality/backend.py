@@ -30,17 +30,19 @@ class QualityBackend:
     see proxy.py) or "auto" (paper when every model can run, else proxy; `.notice` says which
     and why). profile: "reference" (musiq for mouths) or "paper" (musiq-spaq).
     models: where the pyiqa models run: LocalModels (default: in-process, from `store`) or
-    rpc.triton.client.TritonModels. Models load once, on first use or on `load()`."""
+    rpc.triton.client.TritonModels. Models load once, on first use or on `load()`.
+    inference: pure.inference.InferenceOptions, how LocalModels runs them (runtime, device,
+    precision; default auto)."""
 
     def __init__(self, mode: str = "auto", profile: str = "reference", store=None,
-                 device: str = "cpu", models=None):
+                 inference=None, models=None):
         if mode not in QUALITY_MODES:
             raise UserError(f"quality mode must be one of {', '.join(QUALITY_MODES)}, not {mode!r}")
         if profile not in METRIC_MODELS:
             raise UserError(f"profile must be one of {', '.join(METRIC_MODELS)}, not {profile!r}")
         self.mode, self.profile = mode, profile
         self.store = ws.resolve(store)
-        self.models = models if models is not None else LocalModels(self.store, device)
+        self.models = models if models is not None else LocalModels(self.store, inference)
         self.metric_models = dict(METRIC_MODELS[profile])
         names = sorted(set(self.metric_models.values()))
         problem = None if mode == "proxy" else self.models.unavailable(names)
@@ -146,6 +148,7 @@ class QualityBackend:
                 quality[metric] += " weights: " + ",".join(ws.stand_in_label(s) for s in sorted(seeds))
         prov["quality"] = quality
         prov["served_by"] = self.models.served_by
+        prov["inference"] = self.models.inference(names)
         prov["weights"] = {}
         for name in names:
             for f in MODELS[name].files:

@@ -5,6 +5,8 @@ Images are RGB uint8 arrays (H x W x 3); the models see them as float in [0, 1],
 torchvision's ToTensor in the reference code."""
 import numpy as np
 
+from theval_mesh.backends.inference.plan import TORCH_CPU
+
 NO_FACE = "No face detected"  # pyiqa's assertion when facexlib finds no face
 # On CPU a batch runs as forward passes of at most this many images: the same images, faster per
 # image (topiq_iaa, 24 frames of 512 px on 2 cores: 0.89 s/frame as one pass, 0.66 in passes of 4;
@@ -18,24 +20,27 @@ def to_tensor(images):
     return torch.from_numpy(batch).float().div_(255.0)
 
 
-def score_batch(metric, images, device: str = "cpu") -> np.ndarray:
-    """Images of one size, in one forward pass (on CPU, passes of CPU_PASS); float64 scores."""
+def score_batch(metric, images, plan=TORCH_CPU) -> np.ndarray:
+    """Images of one size, in one forward pass (on CPU, passes of CPU_PASS); float64 scores.
+    plan: backends.inference.plan.NetworkPlan (torch's tensors stay on the CPU when another
+    runtime runs the network: it takes numpy arrays)."""
     import torch
-    step = CPU_PASS if device == "cpu" else max(1, len(images))
+    device = plan.device if plan.runtime == "torch" else "cpu"
+    step = CPU_PASS if plan.device == "cpu" else max(1, len(images))
     out = []
-    with torch.no_grad():
+    with torch.no_grad(), plan.autocast():
         for start in range(0, len(images), step):
-            out.append(metric(to_tensor(images[start:start + step]).to(device)).detach().cpu().reshape(-1))
+            out.append(metric(to_tensor(images[start:start + step]).to(device)).detach().float().cpu().reshape(-1))
     return torch.cat(out).double().numpy() if out else np.zeros(0)
 
 
-def score_each(metric, images, device: str = "cpu") -> np.ndarray:
+def score_each(metric, images, plan=TORCH_CPU) -> np.ndarray:
     """One image at a time, as the reference scores face quality; NaN where facexlib finds no
     face (the reference then drops the whole video, which is the caller's rule to apply)."""
     out = np.empty(len(images))
     for i, im in enumerate(images):
         try:
-            out[i] = score_batch(metric, [im], device)[0]
+            out[i] = score_batch(metric, [im], plan)[0]
         except AssertionError as err:
             if NO_FACE not in str(err):
                 raise
@@ -43,10 +48,10 @@ def score_each(metric, images, device: str = "cpu") -> np.ndarray:
     return out
 
 
-def score(metric, images, each: bool, device: str = "cpu") -> np.ndarray:
+def score(metric, images, each: bool, plan=TORCH_CPU) -> np.ndarray:
     """score_each if `each`, else one batch (images of mixed sizes go one at a time)."""
     if each:
-        return score_each(metric, images, device)
+        return score_each(metric, images, plan)
     if len({im.shape for im in images}) == 1:
-        return score_batch(metric, images, device)
-    return np.concatenate([score_batch(metric, [im], device) for im in images])
+        return score_batch(metric, images, plan)
+    return np.concatenate([score_batch(metric, [im], plan) for im in images])

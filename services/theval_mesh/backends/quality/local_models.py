@@ -3,6 +3,7 @@ import threading
 
 import numpy as np
 
+from theval_mesh.backends.inference.plan import resolve
 from theval_mesh.backends.quality.inference import score
 from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import MODELS
@@ -21,8 +22,10 @@ class LocalModels:
     two videos' faces or fail. Different models still run at the same time."""
     served_by = "in-process"
 
-    def __init__(self, store, device: str = "cpu"):
-        self.store, self.device = store, device
+    def __init__(self, store, inference=None):
+        """inference: pure.inference.InferenceOptions (default: auto runtime and device, fp32)."""
+        self.store, self.options = store, inference
+        self._plan = None
         self._metrics: dict = {}
         self._files: dict = {}  # model name -> {file name: sha256 of what was loaded}
         self._lock = threading.Lock()
@@ -33,20 +36,31 @@ class LocalModels:
         missing = ws.missing_files(self.store, names)
         return missing_weights_reason(self.store, missing) if missing else None
 
+    @property
+    def plan(self):
+        """Where and how the networks run (backends.inference.plan), decided on first use."""
+        if self._plan is None:
+            self._plan = resolve(self.options)
+        return self._plan
+
     def load(self, name: str):
         with self._lock:
             if name not in self._metrics:
                 from theval_mesh.backends.quality.pyiqa_models import build
-                qmodel = MODELS[name]
-                self._metrics[name] = build(qmodel, self.store, self.device)
-                self._files[name] = {f.name: ws.sha256_file(self.store / f.name) for f in qmodel.files}
+                qmodel, plan = MODELS[name], self.plan.on(name)
+                metric = build(qmodel, self.store, plan.device if plan.runtime == "torch" else "cpu")
+                files = {f.name: ws.sha256_file(self.store / f.name) for f in qmodel.files}
+                if plan.runtime != "torch":
+                    from theval_mesh.backends.inference.networks import swap_quality_model
+                    swap_quality_model(metric, qmodel, plan, self.store, files)
+                self._metrics[name], self._files[name] = metric, files
                 self._running[name] = threading.Lock()
             return self._metrics[name]
 
     def scores(self, name: str, images: list[np.ndarray], each: bool = False) -> np.ndarray:
         metric = self.load(name)
         with self._running[name]:
-            return score(metric, images, each, self.device)
+            return score(metric, images, each, self.plan.on(name))
 
     def describe(self, name: str) -> dict:
         """{"pyiqa": version, "files": {file name: sha256}, "stand_in": {file name: seed}} of the
@@ -57,3 +71,7 @@ class LocalModels:
         seeds = {f: ws.stand_in_seed(self.store, f, sha) for f, sha in files.items()}
         return {"pyiqa": pyiqa.__version__, "files": files,
                 "stand_in": {f: s for f, s in seeds.items() if s is not None}}
+
+    def inference(self, names) -> dict:
+        """{"device", "precision", "runtimes": {model: runtime and version}} of these models."""
+        return self.plan.describe(names)

@@ -12,11 +12,15 @@ determine metric values and are compared here:
 
 Tool version and timing fields are ignored, wherever they appear.
 """
+from theval_mesh.pure.inference import precision_label
 from theval_mesh.pure.metrics.registry import QUALITY
 from theval_mesh.pure.scoring.errors import IncompatibleBackends
 from theval_mesh.pure.scoring.names import GROUPS, METRICS, canonical_metric
 
 COMPARED = ("profile", "landmarks", "headpose", "vad", "audio", "frames", "normalise_translation")
+# How the networks ran (core.provenance.inference): the runtime and device never change an fp32
+# number beyond float rounding, so they are not compared; the precision is.
+INFERENCE = "inference"
 # A run's provenance lists why its numbers cannot be compared with the published GT (empty: they
 # can, up to the backends no local run reproduces by name); written by core.provenance.
 PUBLISHED_BLOCKERS = "published_gt_blockers"
@@ -70,6 +74,10 @@ def differences(gt_provenance: dict, model_provenance: dict, model: str = "model
         gt_value, model_value = _clean(gt_provenance.get(key)), _clean(model_provenance.get(key))
         if gt_value != model_value:
             out.append(f"{key}: GT {_show(gt_value)} vs {model} {_show(model_value)}")
+    gt_precision = precision_label(gt_provenance.get(INFERENCE))
+    model_precision = precision_label(model_provenance.get(INFERENCE))
+    if gt_precision != model_precision:
+        out.append(f"network precision (--precision): GT {gt_precision} vs {model} {model_precision}")
     gt_q, model_q = _quality(gt_provenance), _quality(model_provenance)
     extra = sorted((set(gt_q) | set(model_q)) - set(METRICS), key=str)
     for metric in [m for m in METRICS if m in gt_q or m in model_q] + extra:

@@ -50,7 +50,7 @@ class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
         if use:
             self.triton = triton_client(self.config)
             if self.triton is None:
-                self.facexformer = facexformer.FaceXFormerHeadPose(self.config.weights_store)
+                self.facexformer = facexformer.FaceXFormerHeadPose(self.config.weights_store, self.config.inference)
             else:
                 self.facexformer = until_triton_answers(self._on_triton, self.triton.url)
         log.info("%s%s", self.notice, f", served by {self.facexformer.served_by}" if self.facexformer else "")
@@ -64,7 +64,7 @@ class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
         network = TritonFaceXFormer(self.triton)
         why = network.unavailable()
         if why is None:
-            return facexformer.FaceXFormerHeadPose(self.config.weights_store, network=network)
+            return facexformer.FaceXFormerHeadPose(self.config.weights_store, self.config.inference, network=network)
         if self.config.run.headpose == facexformer.NAME:
             raise WeightsMissing(f"--headpose facexformer with --backend triton: {why}")
         self.notice = f"head pose: {RIGID_FIT} stands in for FaceXFormer ({why})"
@@ -127,7 +127,8 @@ class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
         if backend is None:
             return common_pb2.DescribeResponse(backend=BACKEND, provenance_json=json.dumps({"served_by": "in-process"}))
         return common_pb2.DescribeResponse(backend=backend.describe(),
-                                           provenance_json=json.dumps({"served_by": backend.served_by}))
+                                           provenance_json=json.dumps({"served_by": backend.served_by,
+                                                                       "inference": backend.inference()}))
 
 
 def register(config):

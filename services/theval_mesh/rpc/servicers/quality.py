@@ -82,7 +82,7 @@ class QualityServicer(quality_pb2_grpc.QualityServiceServicer):
             key = (mode, profile)
             if key not in self._backends:
                 backend = QualityBackend(mode=mode, profile=profile, store=self.config.weights_store,
-                                         models=self.models)
+                                         inference=self.config.inference, models=self.models)
                 backend.load()
                 self._backends[key] = backend
             return self._backends[key]

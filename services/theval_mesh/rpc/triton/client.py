@@ -149,6 +149,14 @@ class TritonModels:
                     TRITON_NAME[name], "IMAGES", np.zeros((1, 1, 1, 3), np.uint8))
             return self._described[name]
 
+    def inference(self, names) -> dict:
+        """How Triton's models run (LocalModels.inference, as each Triton model reported it)."""
+        described = [self.describe(n).get("inference") or {} for n in names]
+        first = described[0] if described else {}
+        runtimes = {k: v for d in described for k, v in (d.get("runtimes") or {}).items()}
+        return {"device": first.get("device", "not recorded"), "precision": first.get("precision", "fp32"),
+                "runtimes": runtimes}
+
     def forget(self):
         """Triton went away: what comes back may have loaded other weights."""
         with self._lock:

@@ -19,6 +19,7 @@ from theval_mesh.backends.headpose import facexformer
 from theval_mesh.backends.quality.local_models import LocalModels, missing_weights_reason
 from theval_mesh.backends.weights import store as ws
 from theval_mesh.backends.weights.registry import MODELS
+from theval_mesh.pure.inference import InferenceOptions
 
 
 def _parameters(args) -> dict:
@@ -68,10 +69,11 @@ class QualityTritonModel:
             raise pb_utils.TritonModelException(message)
         _set_threads(params)
         device = _device(args)
-        self.models = LocalModels(store, device)
+        self.models = LocalModels(store, InferenceOptions(device=device))
         self.models.load(self.pyiqa)
         self.provenance = json.dumps({**self.models.describe(self.pyiqa), "model": self.pyiqa,
-                                      "device": device, "triton_model": self.name}, sort_keys=True)
+                                      "device": device, "triton_model": self.name,
+                                      "inference": self.models.inference([self.pyiqa])}, sort_keys=True)
         pb_utils.Logger.log_info(f"{self.name}: {self.pyiqa} loaded from {store} on {device}")
 
     def execute(self, requests):
@@ -154,10 +156,10 @@ class HeadPoseTritonModel:
             raise pb_utils.TritonModelException(message)
         _set_threads(params)
         device = _device(args)
-        self.network = facexformer.LocalNetwork(store, device)
+        self.network = facexformer.LocalNetwork(store, InferenceOptions(device=device))
         # What the head-pose service's describe() needs: each file's checksum and stand-in seed.
-        self.provenance = json.dumps({"files": self.network.files, "device": device, "triton_model": self.name},
-                                     sort_keys=True)
+        self.provenance = json.dumps({"files": self.network.files, "device": device, "triton_model": self.name,
+                                      "inference": self.network.inference()}, sort_keys=True)
         pb_utils.Logger.log_info(f"{self.name}: FaceXFormer loaded from {store} on {device}")
 
     def execute(self, requests):
