@@ -160,7 +160,7 @@ def test_every_image_is_one_docker_builds_at_the_project_version(rendered):
             name = repo.removeprefix("theval/")
             assert name in images.IMAGES and (ROOT / "docker" / f"{name}.Dockerfile").is_file(), where
             named.add(name)
-    assert named == set(images.SERVICE_IMAGES) | {"triton", "triton-gpu", "worker", "quality"}
+    assert named == set(images.SERVICE_IMAGES) | {"triton", "triton-gpu", "worker", "quality", "headpose-facexformer"}
 
 
 def declared_env() -> set:
@@ -173,9 +173,10 @@ def declared_env() -> set:
 
 
 def service_of(container: dict) -> str | None:
-    """The mesh server a container runs (its image's entrypoint), if any."""
-    image = container["image"].split(":")[0].removeprefix("theval/")
-    return None if "command" in container else {s.image: s.name for s in TABLE}.get(image)
+    """The mesh server a container runs (its image's entrypoint: scripts/images.py's table, which
+    knows the opt-in variants such as headpose-facexformer), if any."""
+    image = images.IMAGES.get(container["image"].split(":")[0].removeprefix("theval/"))
+    return None if "command" in container or image is None else image.service
 
 
 def test_env_variables_and_ports_are_the_codes(rendered):
@@ -404,6 +405,99 @@ def test_pods_run_unprivileged_with_a_read_only_root(rendered):
             assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True, where
             assert sc["capabilities"] == {"drop": ["ALL"]}, where
             assert c["resources"]["requests"] and c["resources"]["limits"], where
+
+
+# ------------------------------------------------------------------------------------ GPUs
+GPU = "nvidia.com/gpu"
+GPU_NODES = {"nvidia.com/gpu.present": "true"}
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def main_container(objs: list[dict], name: str) -> tuple[dict, dict]:
+    """(pod spec, container) of the Deployment `name`: its container of the same name."""
+    deployment = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == name)
+    spec = deployment["spec"]["template"]["spec"]
+    return spec, next(c for c in spec["containers"] if c["name"] == name)
+
+
+def gpus(container: dict) -> dict:
+    """{"requests"|"limits": count} of the GPUs a container asks for."""
+    return {k: str(v[GPU]) for k, v in container.get("resources", {}).items() if GPU in v}
+
+
+def on_a_gpu(spec: dict, c: dict) -> bool:
+    """Whether the container asks for a GPU or its pod for a GPU node."""
+    return bool(gpus(c) or GPU_TOLERATION in spec.get("tolerations", [])
+                or set(GPU_NODES) & set(spec.get("nodeSelector", {})))
+
+
+def test_the_gpu_overlay_gives_quality_and_headpose_a_gpu_of_their_own(rendered):
+    """overlays/gpu: besides Triton (the quality models), the quality pods (their face detector,
+    facexlib) and the head-pose pods (RetinaFace and FaceXFormer) each take one GPU on a GPU node
+    and run there with THEVAL_DEVICE=cuda, set in their own container, never in the ConfigMap
+    that every pod reads (a CPU-only pod must not ask for CUDA)."""
+    objs = rendered["gpu"]
+    for name in ("triton", "quality", "headpose"):
+        spec, c = main_container(objs, name)
+        assert gpus(c) == {"requests": "1", "limits": "1"}, (name, c["resources"])
+        assert GPU_NODES.items() <= spec.get("nodeSelector", {}).items(), (name, spec.get("nodeSelector"))
+        assert GPU_TOLERATION in spec.get("tolerations", []), (name, spec.get("tolerations"))
+    for name in ("quality", "headpose"):
+        _, c = main_container(objs, name)
+        assert env_of(c, objs)["THEVAL_DEVICE"] == "cuda", name
+        assert {"name": "THEVAL_DEVICE", "value": "cuda"} in c["env"], name
+    holders = set()
+    for overlay in ("dev", "gpu"):
+        settings = next(o for o in rendered[overlay]
+                        if o["kind"] == "ConfigMap" and unhashed(o["metadata"]["name"]) == "theval-settings")
+        assert "THEVAL_DEVICE" not in settings["data"], overlay
+    for overlay, obj in every(rendered):
+        for where, spec, c in containers_of(obj):
+            if gpus(c):
+                holders.add((overlay, where))
+            if env_of(c, rendered[overlay]).get("THEVAL_DEVICE", "auto").startswith("cuda"):
+                assert gpus(c).get("limits") == "1" and GPU_TOLERATION in spec.get("tolerations", []), (overlay, where)
+    assert holders == {("gpu", "triton/triton"), ("gpu", "quality/quality"), ("gpu", "headpose/headpose")}
+
+
+def test_the_gpu_overlays_headpose_serves_facexformer_in_process_from_the_weights_store(rendered):
+    """The FaceXFormer image (THEVAL_HEADPOSE=auto: FaceXFormer when model.pt and retinaface.h5 are
+    in the store, the rigid fit otherwise) with the weights claim at THEVAL_WEIGHTS and the videos
+    at THEVAL_ALLOWED_ROOTS (it decodes them); its network in process on its GPU, not on Triton,
+    whose port the policies open to quality and audio alone. Quality's models stay on Triton."""
+    objs = rendered["gpu"]
+    spec, c = main_container(objs, "headpose")
+    env = env_of(c, objs)
+    assert c["image"] == f"theval/headpose-facexformer:{VERSION}" and service_of(c) == "headpose"
+    assert env["THEVAL_HEADPOSE"] == "auto" and env["THEVAL_BACKEND"] == "inprocess"
+    claims = {v["name"]: v["persistentVolumeClaim"] for v in spec["volumes"] if "persistentVolumeClaim" in v}
+    mounts = {m["mountPath"]: (claims.get(m["name"]), m.get("readOnly")) for m in c["volumeMounts"]}
+    assert mounts[env["THEVAL_WEIGHTS"]] == ({"claimName": "theval-weights", "readOnly": True}, True)
+    for root in env["THEVAL_ALLOWED_ROOTS"].split(os.pathsep):
+        assert mounts[root] == ({"claimName": "theval-data", "readOnly": True}, True), root
+    net = Network(objs)
+    assert not net.allows(net.pod("headpose"), net.pod("triton"), "grpc")
+    _, quality = main_container(objs, "quality")
+    assert env_of(quality, objs)["THEVAL_BACKEND"] == "triton"
+    assert net.allows(net.pod("quality"), net.pod("triton"), "grpc")
+
+
+def test_the_dev_overlay_and_base_take_no_gpu(rendered, k8s_dir):
+    """CPU only: no container of base or overlays/dev asks for a GPU, a GPU node or CUDA; the
+    head-pose service there is the rigid fit's image (no torch)."""
+    from scripts import k8s
+    for label, objs in (("base", k8s.render(k8s_dir / "base")), ("dev", rendered["dev"])):
+        settings = next(o for o in objs
+                        if o["kind"] == "ConfigMap" and unhashed(o["metadata"]["name"]) == "theval-settings")
+        assert "THEVAL_DEVICE" not in settings["data"], label
+        for obj in objs:
+            for where, spec, c in containers_of(obj):
+                assert not on_a_gpu(spec, c), (label, where)
+                assert "THEVAL_DEVICE" not in {e["name"] for e in c.get("env", [])}, (label, where)
+        for name in ("quality", "headpose"):
+            _, c = main_container(objs, name)
+            assert not {GPU} & (set(c["resources"]["requests"]) | set(c["resources"]["limits"])), (label, name)
+        assert main_container(objs, "headpose")[1]["image"] == f"theval/headpose:{VERSION}", label
 
 
 # ------------------------------------------------------------------------------------ the network
