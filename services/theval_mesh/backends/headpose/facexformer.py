@@ -25,9 +25,11 @@ from theval_mesh.pure.errors import ServiceError, WeightsMissing
 
 NAME = "facexformer"
 BATCH = 128  # hmd.py:27
-# On CPU a batch runs as forward passes of 8 crops: 48 crops on 2 cores took 0.29 s each as one
-# pass, 0.19 in passes of 8, with the same angles to the last bit (the network has no batch state).
-CPU_PASS = 8
+# On CPU a batch runs as forward passes of this many crops, per runtime (the network has no batch
+# state: the same angles). Eager torch: 48 crops on 2 cores took 0.29 s each as one pass, 0.19 in
+# passes of 8. OpenVINO and onnxruntime: one crop at a time is fastest (bench/network_speed.py:
+# 4.22 crops/s against 3.99 in passes of 8 on OpenVINO).
+CPU_PASS = {"torch": 8, "onnxruntime": 1, "openvino": 1}
 CROP = 224
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # hmd.py:34
 ROLES = ("main", "detector")
@@ -104,7 +106,7 @@ class LocalNetwork:
         CPU in forward passes of CPU_PASS crops (faster per crop, the same values)."""
         import torch
 
-        step = CPU_PASS if self.plan.device == "cpu" else max(1, len(batch))
+        step = CPU_PASS[self.plan.runtime] if self.plan.device == "cpu" else max(1, len(batch))
         with torch.inference_mode(), self.plan.autocast():
             radians = [self.net(torch.from_numpy(batch[i:i + step]).to(self.device)).float().cpu().numpy()
                        for i in range(0, len(batch), step)]

@@ -13,8 +13,10 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 
 OPSET = 17
@@ -65,8 +67,12 @@ def exported(store: Path, name: str, cut: str, weights_sha: list[str], module, e
             return path
         fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".onnx.part", dir=path.parent)
         os.close(fd)
+        print(f"exporting {name} to ONNX once (cached in {path.parent})", file=sys.stderr, flush=True)
         try:
-            with torch.inference_mode(False), torch.no_grad():
+            # The tracer's warnings are about shapes it keeps as constants: the cuts keep only those
+            # that are (networks.py), and the tests run every cut on other shapes.
+            with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 torch.onnx.export(module, example, tmp, dynamo=False, opset_version=OPSET,
                                   input_names=input_names, output_names=output_names,
                                   dynamic_axes=dynamic_axes, do_constant_folding=True)

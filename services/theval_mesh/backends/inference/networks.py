@@ -17,7 +17,8 @@ the channel order the reference hands it. Each cut is a module whose graph is tr
   FaceXFormer (head pose)     normalised 224x224 crops -> radians (facexformer_net.py)  batch
 """
 import contextlib
-import threading
+import ctypes
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +30,6 @@ from theval_mesh.backends.inference.sessions import SESSIONS
 
 # A cut's version: bump it when a cut changes, and every cached export of it is made again.
 CUT = "1"
-# The same weights and cut on any machine give the same graph; sessions are per process.
-_SESSIONS_LOCK = threading.Lock()
 
 
 class OnRuntime:
@@ -71,11 +70,16 @@ class _Traced(nn.Module):
             self.owner.training = False
 
 
-def _drop_children(module: nn.Module, keep=()) -> None:
-    """Free the torch modules a cut replaced (their tensors live in the runtime now)."""
-    for name, _ in list(module.named_children()):
-        if name not in keep:
-            delattr(module, name)
+def _free(module: nn.Module) -> None:
+    """Free the torch tensors a cut replaced (its own graph holds them now), before the runtime
+    loads that graph: a process never holds a network twice, and its peak memory stays the
+    torch path's (bench/network_speed.py --memory)."""
+    module._modules.clear()
+    module._parameters.clear()
+    module._buffers.clear()
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # glibc: give the freed heap back now
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _session(plan, path: Path):
@@ -147,8 +151,8 @@ def swap_cfanet(net, plan, store, weights_sha, name: str) -> None:
     with _constant_pool_sizes(), _batch_free_windows():
         path = _export(store, name, weights_sha, _Traced(net, net.forward_cross_attention, True), example,
                        ["image"], ["score"], {"image": {0: "batch"}, "score": {0: "batch"}})
+    _free(net)
     run = OnRuntime(_session(plan, path), 1)
-    _drop_children(net)
     net.forward_cross_attention = lambda x, y=None: run(cfanet_resize(net, x))
 
 
@@ -165,8 +169,8 @@ def swap_musiq(net, plan, store, weights_sha, name: str) -> None:
     example = (musiq_patches(net, torch.rand(2, 3, 96, 128)),)
     path = _export(store, name, weights_sha, _Traced(net, net.forward, True), example, ["patches"], ["mos"],
                    {"patches": {0: "batch", 1: "patches"}, "mos": {0: "batch"}})
+    _free(net)
     run = OnRuntime(_session(plan, path), 1)
-    _drop_children(net)
     net.forward = lambda x, return_mos=True, return_dist=False: run(musiq_patches(net, x))
 
 
@@ -178,9 +182,8 @@ def swap_facexlib_detector(detector, plan, store, weights_sha, name: str) -> Non
                    ["loc", "conf", "landmarks"],
                    {"image": {2: "height", 3: "width"}, "loc": {1: "anchors"}, "conf": {1: "anchors"},
                     "landmarks": {1: "anchors"}})
-    run = OnRuntime(_session(plan, path), 3)
-    _drop_children(detector)
-    detector.forward = run
+    _free(detector)
+    detector.forward = OnRuntime(_session(plan, path), 3)
 
 
 def swap_quality_model(metric, qmodel, plan, store, files: dict) -> None:
@@ -201,17 +204,21 @@ def swap_quality_model(metric, qmodel, plan, store, files: dict) -> None:
 # ------------------------------------------------------------------------------------ head pose
 def retinaface_on_runtime(net, plan, store, weights_sha: str):
     """retina-face's network (retinaface_net.RetinaFaceNet) on the runtime: (1, H, W, 3) float32
-    frames of any size in, its nine maps out."""
+    frames of any size in, its nine maps out. `net` is emptied: the runtime holds it now."""
     example = (torch.rand(1, 96, 128, 3) * 255,)
     outs = [f"out{i}" for i in range(9)]
     dynamic = {"frame": {1: "height", 2: "width"}, **{o: {1: "h", 2: "w"} for o in outs}}
     path = _export(store, "retinaface", [weights_sha], net, example, ["frame"], outs, dynamic)
+    net._folded = {}
+    _free(net)
     return OnRuntime(_session(plan, path), 9)
 
 
 def facexformer_on_runtime(net, plan, store, weights_sha: str):
-    """FaceXFormer's head-pose output on the runtime: (N, 3, 224, 224) normalised crops in."""
+    """FaceXFormer's head-pose output on the runtime: (N, 3, 224, 224) normalised crops in.
+    `net` is emptied: the runtime holds it now."""
     example = (torch.rand(2, 3, 224, 224),)
     path = _export(store, "facexformer", [weights_sha], net, example, ["crops"], ["radians"],
                    {"crops": {0: "batch"}, "radians": {0: "batch"}})
+    _free(net)
     return OnRuntime(_session(plan, path), 1)

@@ -55,9 +55,12 @@ class OpenVinoSession:
         if device != "cpu":
             raise ValueError("the OpenVINO runtime is used on the CPU only")
         core = ov.Core()
+        # Its compiled blobs beside the ONNX file, keyed by OpenVINO itself (its version, the
+        # graph, the CPU): a process compiles each network once, later ones load it.
+        core.set_property({"CACHE_DIR": str(Path(path).parent / f"openvino-{ov.__version__.split('-')[0]}")})
         config = {"INFERENCE_NUM_THREADS": _threads(), "INFERENCE_PRECISION_HINT": "f32",
                   "PERFORMANCE_HINT": "LATENCY"}
-        self.model = core.compile_model(core.read_model(str(path)), "CPU", config)
+        self.model = core.compile_model(str(path), "CPU", config)
         self.request = self.model.create_infer_request()
         self.version = ov.__version__.split("-")[0]
 

@@ -8,10 +8,13 @@ import numpy as np
 from theval_mesh.backends.inference.plan import TORCH_CPU
 
 NO_FACE = "No face detected"  # pyiqa's assertion when facexlib finds no face
-# On CPU a batch runs as forward passes of at most this many images: the same images, faster per
-# image (topiq_iaa, 24 frames of 512 px on 2 cores: 0.89 s/frame as one pass, 0.66 in passes of 4;
-# no batch-level state, so the scores are the reference's batch-of-64 scores to float rounding).
-CPU_PASS = 4
+# On CPU a batch runs as forward passes of at most this many images, per runtime: the same images,
+# faster per image (no batch-level state, so the scores are the reference's batch-of-64 scores to
+# float rounding). Eager torch: topiq_iaa, 24 frames of 512 px on 2 cores, 0.89 s/frame as one
+# pass, 0.66 in passes of 4. OpenVINO and onnxruntime: one image at a time is fastest
+# (bench/network_speed.py: topiq_iaa 1.55 images/s one at a time against 1.40 in passes of 4 on
+# OpenVINO, musiq 7.98 against 5.54).
+CPU_PASS = {"torch": 4, "onnxruntime": 1, "openvino": 1}
 
 
 def to_tensor(images):
@@ -26,7 +29,7 @@ def score_batch(metric, images, plan=TORCH_CPU) -> np.ndarray:
     runtime runs the network: it takes numpy arrays)."""
     import torch
     device = plan.device if plan.runtime == "torch" else "cpu"
-    step = CPU_PASS if plan.device == "cpu" else max(1, len(images))
+    step = CPU_PASS[plan.runtime] if plan.device == "cpu" else max(1, len(images))
     out = []
     with torch.no_grad(), plan.autocast():
         for start in range(0, len(images), step):
