@@ -52,7 +52,7 @@ def networks(store: Path, runtime: str, device: str = "cpu") -> dict:
         "topiq_iaa": lambda x: quality.scores("topiq_iaa", x["frames"]),
         "musiq": lambda x: quality.scores("musiq", x["mouths"]),
         "topiq_nr-face": lambda x: quality.scores("topiq_nr-face", x["frames"], each=True),
-        "retinaface": lambda x: [detector.outputs(f) for f in x["frames"]],
+        "retinaface": lambda x: [detector.outputs(f)[0] for f in x["frames"]],  # its nine maps
         "facexformer": lambda x: facexformer.degrees(x["crops"]),
     }
 
