@@ -9,7 +9,9 @@ h5py, opencv, onnx and the runtimes that are installed; the 8-metric run needs M
 skipped, said so, without it.
 """
 import argparse
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,7 +83,8 @@ def main():
     device = resolve(InferenceOptions(device=args.device)).device  # refuses a GPU that is not there
     name = torch.cuda.get_device_name(int(device.split(":")[1])) if device != "cpu" else f"{os.cpu_count()} CPU cores"
     print(f"device {device} ({name}); torch {torch.__version__}; Python {sys.version.split()[0]}", flush=True)
-    store = Path(tempfile.mkdtemp(prefix="theval-gpu-check-weights-"))
+    store = Path(tempfile.mkdtemp(prefix="theval-gpu-check-weights-"))  # GBs with the exports: removed at exit
+    atexit.register(shutil.rmtree, store, True)
     stand_in.write(store, 0, headpose=True)
     x = inputs(np.random.default_rng(0), args.batch)
     yardstick = networks(store, "torch")  # eager torch on the CPU at fp32

@@ -9,8 +9,10 @@ FASTEST and docs/benchmarks.md's.
 
     .venv/bin/python bench/network_speed.py [BATCHES] [--memory]   # default 1,8,32; --memory: peaks only
 """
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,7 +94,8 @@ def main():
     args = [a for a in sys.argv[1:] if a != "--memory"]
     batches = [int(b) for b in (args[0] if args else "1,8,32").split(",")]
     torch.set_num_threads(os.cpu_count() or 1)
-    store = Path(tempfile.mkdtemp(prefix="theval-bench-networks-"))
+    store = Path(tempfile.mkdtemp(prefix="theval-bench-networks-"))  # 4.5 GB with the exports: removed at exit
+    atexit.register(shutil.rmtree, store, True)
     stand_in.write(store, 0, headpose=True)
     chosen = {n: resolve(InferenceOptions(device="cpu")).runtime(n) for n in ("topiq_iaa", "musiq")}
     print(f"{os.cpu_count()} cores, torch threads {torch.get_num_threads()}; stand-in weights seed 0; "

@@ -16,8 +16,10 @@ when the store holds its head-pose stand-ins and FACEXFORMER_REPO is set.
     THEVAL_OFFICIAL_REPO=... ORACLE_VENV=... ORACLE_MODELS_VENV=... \\
         .venv/bin/python bench/reference_speed.py [CLIPS] [FRAMES]      # default 4 clips x 48 frames
 """
+import atexit
 import csv
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -107,7 +109,8 @@ def main():
     frames = int(sys.argv[2]) if len(sys.argv) > 2 else 48
     repo, venv, models_venv = need("THEVAL_OFFICIAL_REPO"), need("ORACLE_VENV"), need("ORACLE_MODELS_VENV")
     names = sorted(oracle())[:: max(1, len(oracle()) // n_clips)][:n_clips]
-    tmp = Path(tempfile.mkdtemp(prefix="theval-bench-reference-speed-"))
+    tmp = Path(tempfile.mkdtemp(prefix="theval-bench-reference-speed-"))  # ~5 GB: removed at exit
+    atexit.register(shutil.rmtree, tmp, True)
     store = tmp / "stand-in-weights-seed0"
     stand_in.write(store, 0, reference_extras=True, headpose=True)
     clips = tmp / "clips"
