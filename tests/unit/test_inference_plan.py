@@ -8,7 +8,7 @@ import pytest
 
 from theval_mesh.backends.inference import plan as plans
 from theval_mesh.core.provenance import inference
-from theval_mesh.pure.errors import UsageRefused
+from theval_mesh.pure.errors import UsageRefused, UserError
 from theval_mesh.pure.exit_codes import EXIT_USAGE
 from theval_mesh.pure.inference import InferenceOptions
 from theval_mesh.pure.scoring.compat import INFERENCE, differences
@@ -75,3 +75,28 @@ def test_provenance_names_runtimes_and_devices_and_only_precision_is_compared():
     bf16 = {"profile": "reference", INFERENCE: {**merged, "precision": "bf16"}}
     assert differences(base, bf16, "m") == ["network precision (--precision): GT fp32 vs m bf16"]
     assert differences({"profile": "reference"}, base) == []  # results from before: fp32
+
+
+def test_exports_are_cached_where_the_process_can_write(tmp_path, monkeypatch):
+    """Beside the weights; a read-only store (a mounted volume): the user's cache; a read-only
+    home too (a container's read-only root): the temporary folder; THEVAL_COMPILED when set, or
+    a clear error when it cannot be written."""
+    from theval_mesh.backends.inference import export
+    monkeypatch.delenv("THEVAL_COMPILED", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(export.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    store = tmp_path / "store"
+    store.mkdir()
+    assert export.cache_folder(store) == store / export.FOLDER
+    (store / export.FOLDER).rmdir()
+    (store / export.FOLDER).write_text("not a folder")  # as unwritable as a read-only volume, even for root
+    assert export.cache_folder(store) == tmp_path / "home" / ".cache" / "theval" / "compiled"
+    (tmp_path / "home" / ".cache" / "theval" / "compiled").rmdir()
+    (tmp_path / "home" / ".cache" / "theval").rmdir()
+    (tmp_path / "home" / ".cache").rmdir()
+    (tmp_path / "home" / ".cache").write_text("not a folder")
+    assert export.cache_folder(store) == tmp_path / "tmp" / "theval-compiled"
+    monkeypatch.setenv("THEVAL_COMPILED", str(store / export.FOLDER / "below-a-file"))
+    with pytest.raises(UserError, match="THEVAL_COMPILED"):
+        export.cache_folder(store)

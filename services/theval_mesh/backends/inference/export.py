@@ -6,8 +6,9 @@ in it, the input shapes it was traced on, and the exporter's version (torch, ops
 weight file or another torch is another file; the cache is never asked whether it is stale.
 
 Where: `$THEVAL_COMPILED` when set (one folder for every store on a machine), else
-`<weights store>/.compiled/`, or `~/.cache/theval/compiled` when the store is read-only (a
-mounted volume). Written to a temporary name and renamed, so two
+`<weights store>/.compiled/`, or, when the store is read-only (a mounted volume),
+`~/.cache/theval/compiled`, or the temporary folder's `theval-compiled` (a container whose root
+is read-only has a writable /tmp). Written to a temporary name and renamed, so two
 processes exporting at once both end with a whole file."""
 import contextlib
 import hashlib
@@ -18,6 +19,8 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
+
+from theval_mesh.pure.errors import UserError
 
 OPSET = 17
 FOLDER = ".compiled"
@@ -45,13 +48,21 @@ def _writable(folder: Path) -> bool:
 
 
 def cache_folder(store: Path) -> Path:
-    """$THEVAL_COMPILED, else beside the weights when the store can be written, else the user's
-    cache."""
+    """$THEVAL_COMPILED, else the first writable of: beside the weights, the user's cache, the
+    temporary folder."""
     chosen = os.environ.get("THEVAL_COMPILED")
-    if not chosen and _writable(Path(store) / FOLDER):
-        return Path(store) / FOLDER
-    folder = Path(chosen or Path.home() / ".cache" / "theval" / "compiled").expanduser()
-    folder.mkdir(parents=True, exist_ok=True)
+    if chosen:
+        folder = Path(chosen).expanduser()
+        if not _writable(folder):
+            raise UserError(f"THEVAL_COMPILED={chosen!r}: cannot write there (the networks' exports are "
+                            "cached in it); name a writable folder")
+        return folder
+    candidates = (Path(store) / FOLDER, Path.home() / ".cache" / "theval" / "compiled",
+                  Path(tempfile.gettempdir()) / "theval-compiled")
+    folder = next((c for c in candidates if _writable(c)), None)
+    if folder is None:
+        raise UserError(f"nowhere to cache the networks' exports ({', '.join(map(str, candidates))} are not "
+                        "writable): set THEVAL_COMPILED to a writable folder, or use --runtime torch")
     return folder
 
 
