@@ -64,3 +64,22 @@ def test_each_config_is_a_valid_batched_python_model(name):
         else {mc.ModelInstanceGroup.KIND_CPU}
     assert kinds == expected
     assert (ROOT / name / "1" / "model.py").read_text().count("TritonPythonModel") == 1
+
+
+def test_a_server_that_does_not_come_up_is_stopped_and_its_folder_removed(tmp_path):
+    """TritonServer.start: when wait_live gives up, what spawn started is stopped (a real child
+    process that never listens stands in for a tritonserver that cannot load its models in time)."""
+    import sys
+
+    from theval_mesh.rpc.triton.repository import default_repository
+    from theval_mesh.rpc.triton.server import TritonServer
+
+    class NeverLive(TritonServer):
+        def command(self, backends):
+            return [sys.executable, "-c", "import time; time.sleep(600)"]
+
+    server = NeverLive(default_repository())
+    with pytest.raises(RuntimeError, match="did not answer"):
+        server.start(timeout=0.5)
+    assert server.proc.poll() is not None, "the spawned process is still running"
+    assert server._workdir is None

@@ -170,7 +170,13 @@ class TritonServer(ChildProcess):
         return self
 
     def start(self, timeout: float = 300) -> "TritonServer":
-        return self.spawn().wait_live(timeout)
+        """spawn() and wait_live(); a server that does not come up is stopped, not left running."""
+        self.spawn()
+        try:
+            return self.wait_live(timeout)
+        except BaseException:
+            self.close()
+            raise
 
     def wait_for(self, status: str = "SERVING", timeout: float = 300) -> "TritonServer":
         """For the mesh launcher, which waits for every process this way."""
