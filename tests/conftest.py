@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,14 +11,21 @@ from tests.support.video_files import write_video
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 # Every test scores afresh, whatever the developer's cache holds; the result cache's tests give their own.
 os.environ["THEVAL_CACHE"] = "off"
-# The networks' exports (backends/inference/export.py) are keyed by their weights' checksums: the
-# stand-in stores of every test share them, each exported once per session.
-if "THEVAL_COMPILED" not in os.environ:
+# What the processes of one run share (xdist's workers inherit the controller's environment): the
+# networks' exports (backends/inference/export.py), keyed by their weights' checksums, so the stand-in
+# stores of every test export each network once per run; and the images' build report.
+if "THEVAL_TEST_SHARED" not in os.environ:
     import atexit
     import shutil
     import tempfile
-    os.environ["THEVAL_COMPILED"] = tempfile.mkdtemp(prefix="theval-test-compiled-")
-    atexit.register(shutil.rmtree, os.environ["THEVAL_COMPILED"], True)
+    os.environ["THEVAL_TEST_SHARED"] = tempfile.mkdtemp(prefix="theval-test-run-")
+    atexit.register(shutil.rmtree, os.environ["THEVAL_TEST_SHARED"], True)
+SHARED = Path(os.environ["THEVAL_TEST_SHARED"])
+os.environ.setdefault("THEVAL_COMPILED", str(SHARED / "compiled"))
+
+
+def is_xdist_worker() -> bool:
+    return "PYTEST_XDIST_WORKER" in os.environ
 
 
 def write_clip(path, frames=10, size=(64, 48), fps=25, audio_rate=16000, channels=1, tone=None,
@@ -83,10 +91,22 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_collection_finish(session):
+    """One process (no xdist): the images start building as soon as container tests are collected."""
+    if not session.config.option.collectonly and not is_xdist_worker():
+        start_prebuild(session.config, [i.nodeid for i in session.items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """Under xdist (`./dev test` runs -n 2) the controller builds the images, once, for whichever
+    worker runs the container tests, and stops the build and the engine after every worker ended."""
+    start_prebuild(node.config, ids)
+
+
+def start_prebuild(config, nodeids):
     from tests.support.container_support import Prebuild, is_container_test
-    if not session.config.option.collectonly and any(is_container_test(i) for i in session.items):
-        folder = session.config._tmp_path_factory.mktemp("images")
-        session.config.theval_prebuild = Prebuild(folder)
+    if getattr(config, "theval_prebuild", None) is None and any(map(is_container_test, nodeids)):
+        config.theval_prebuild = Prebuild(SHARED / "images")
 
 
 def pytest_sessionfinish(session):
@@ -98,9 +118,9 @@ def pytest_sessionfinish(session):
 @pytest.fixture(scope="session")
 def built_images(request):
     """{image name: {image, bytes, seconds}}: every image, built from the wheelhouse."""
+    from tests.support.container_support import Prebuild
     prebuild = getattr(request.config, "theval_prebuild", None)
-    assert prebuild is not None, "the images are built when container tests are collected"
-    return prebuild.wait()
+    return prebuild.wait() if prebuild is not None else Prebuild.wait_elsewhere(SHARED / "images")
 
 
 @pytest.fixture(scope="session")
@@ -130,3 +150,32 @@ def store_location(request, tmp_path):
         return
     with request.getfixturevalue("postgres").database() as url:
         yield url
+
+
+@pytest.fixture
+def figure(record_property):
+    """figure(line): a measured figure (a load test's throughput, say), printed at the end of the
+    run in its own section, from xdist's workers too (a worker's own output is not shown)."""
+    return lambda line: record_property("figure", line)
+
+
+FIGURES: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    """Collects the figures; THEVAL_TEST_TIMES=FILE also appends each test phase's seconds as it
+    ends, so that a run stopped by a time limit still shows where its time went."""
+    if is_xdist_worker():
+        return  # the controller gets the same report
+    FIGURES.extend(value for name, value in report.user_properties if name == "figure")
+    path = os.environ.get("THEVAL_TEST_TIMES")
+    if path and report.duration >= 0.5:
+        with open(path, "a") as out:
+            out.write(f"{report.duration:9.2f} {report.when:8} {report.nodeid}\n")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if FIGURES:
+        terminalreporter.section("measured figures")
+        for line in FIGURES:
+            terminalreporter.write_line(line)

@@ -101,7 +101,7 @@ def _code(number: int):
     return next(c for c in C if c.value[0] == number)
 
 
-def test_every_bad_input_fails_alone_and_cleanly_and_the_good_ones_score(battery, mesh, capsys):
+def test_every_bad_input_fails_alone_and_cleanly_and_the_good_ones_score(battery, mesh, figure):
     good, bad, _ = battery
     requests, answers, slow = [], {}, []
     for i, (label, ref) in enumerate(bad.items()):
@@ -134,8 +134,7 @@ def test_every_bad_input_fails_alone_and_cleanly_and_the_good_ones_score(battery
     # Nothing crashed: every service is alive and the evaluator serves.
     assert all(p.alive() for p in mesh.procs.values())
     mesh.procs["evaluator"].wait_for("SERVING", 30)
-    with capsys.disabled():
-        print(f"\nbad-input battery: {len(bad)} bad inputs tried, {len(bad)} handled cleanly "
-              f"({len(refused)} refused with a status, {len(bad) - len(refused)} scored with warnings or NaN "
-              f"reasons), 0 lost, 0 hangs, {len(goods)} good clips between them all scored; stream "
-              f"{elapsed:.0f} s")
+    figure(f"bad-input battery: {len(bad)} bad inputs tried, {len(bad)} handled cleanly "
+          f"({len(refused)} refused with a status, {len(bad) - len(refused)} scored with warnings or NaN "
+          f"reasons), 0 lost, 0 hangs, {len(goods)} good clips between them all scored; stream "
+          f"{elapsed:.0f} s")

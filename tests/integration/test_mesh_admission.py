@@ -76,7 +76,7 @@ class IdleStream:
             self.outcome = (err.code(), err.details(), time.monotonic() - self.opened)
 
 
-def test_idle_streams_and_slow_calls_leave_health_and_normal_calls_answering(clips, mesh, capsys):
+def test_idle_streams_and_slow_calls_leave_health_and_normal_calls_answering(clips, mesh, figure):
     health = health_pb2_grpc.HealthStub(mesh.channel)
     watches = [health.Watch(health_pb2.HealthCheckRequest(), timeout=120) for _ in range(WATCHERS)]
     assert all(next(w).status == SERVING for w in watches)
@@ -155,14 +155,13 @@ def test_idle_streams_and_slow_calls_leave_health_and_normal_calls_answering(cli
 
     ok = [t for code, _, t in normal if code == C.OK]
     latencies = [t for _, t, _ in checks]
-    with capsys.disabled():
-        print(f"\nadmission: {IDLE_CLIENTS} idle streams: {STREAMS} held, {len(refused)} refused in "
-              f"{max(t for _, _, t in refused):.3f} s at most; {WATCHERS} health watchers; 2 slow calls (60 s video); "
-              f"{NORMAL_CLIENTS} normal clients for {LOAD_S:.0f} s: {len(ok)} ok (p50 {np.median(ok):.2f} s, "
-              f"max {max(ok):.2f} s), {len(busy)} refused (max {max(busy, default=0):.3f} s); "
-              f"{len(checks)} health checks all SERVING ({len(while_held)} with {STREAMS} idle streams held; p50 "
-              f"{1000 * np.median(latencies):.1f} ms, max {1000 * max(latencies):.1f} ms); idle streams closed after "
-              f"{min(t for _, _, t in closed):.1f}-{max(t for _, _, t in closed):.1f} s")
+    figure(f"admission: {IDLE_CLIENTS} idle streams: {STREAMS} held, {len(refused)} refused in "
+          f"{max(t for _, _, t in refused):.3f} s at most; {WATCHERS} health watchers; 2 slow calls (60 s video); "
+          f"{NORMAL_CLIENTS} normal clients for {LOAD_S:.0f} s: {len(ok)} ok (p50 {np.median(ok):.2f} s, "
+          f"max {max(ok):.2f} s), {len(busy)} refused (max {max(busy, default=0):.3f} s); "
+          f"{len(checks)} health checks all SERVING ({len(while_held)} with {STREAMS} idle streams held; p50 "
+          f"{1000 * np.median(latencies):.1f} ms, max {1000 * max(latencies):.1f} ms); idle streams closed after "
+          f"{min(t for _, _, t in closed):.1f}-{max(t for _, _, t in closed):.1f} s")
 
 
 def test_a_stream_is_closed_at_its_maximum_lifetime(mesh):
@@ -183,5 +182,7 @@ def test_a_stream_is_closed_at_its_maximum_lifetime(mesh):
     stop.set()
     assert err.value.code() == C.DEADLINE_EXCEEDED, err.value.details()
     assert "the longest allowed" in err.value.details()
-    assert MAX_S - 1 <= elapsed <= MAX_S + 15, elapsed
+    # Ended by the server's limit ("the longest allowed"), not the client's deadline; never before it.
+    # No upper bound on the clock: a busy machine only delays when the limit is seen.
+    assert elapsed >= MAX_S - 1, elapsed
     assert len(answers) >= 5 and all(a.code == C.INVALID_ARGUMENT.value[0] for a in answers)

@@ -69,7 +69,7 @@ def assert_stopped(mesh, what):
     return at_stop
 
 
-def test_a_call_past_its_deadline_stops_decoding(long_clip, mesh, capsys):
+def test_a_call_past_its_deadline_stops_decoding(long_clip, mesh, figure):
     landmarks = mesh.procs["landmarks"]
     request = landmarks_pb2.TrackRequest(video=common_pb2.VideoRef(uri=str(long_clip)),
                                          settings=wire.settings_to_proto(RunSettings(quality="proxy")))
@@ -83,12 +83,11 @@ def test_a_call_past_its_deadline_stops_decoding(long_clip, mesh, capsys):
     assert 0 < done - before < 1500  # counted as it went, and stopped well before the end
     log = (mesh.tmp / "landmarks.log").read_text()
     assert "Track stopped: the caller's deadline passed" in log
-    with capsys.disabled():
-        print(f"\ncancellation: Track past its 5 s deadline ended {ended - deadline:.2f} s after it, "
-              f"at frame {done - before:.0f} of 1500")
+    figure(f"cancellation: Track past its 5 s deadline ended {ended - deadline:.2f} s after it, "
+          f"at frame {done - before:.0f} of 1500")
 
 
-def test_a_cancelled_evaluate_cancels_the_calls_it_made(long_clip, mesh, capsys):
+def test_a_cancelled_evaluate_cancels_the_calls_it_made(long_clip, mesh, figure):
     call = mesh.evaluator.Evaluate.future(
         evaluator_pb2.EvaluateRequest(video=common_pb2.VideoRef(uri=str(long_clip))), timeout=600)
     wait_until("Track called", lambda: in_flight(mesh, "landmarks", TRACK) == 1, 120)
@@ -102,8 +101,7 @@ def test_a_cancelled_evaluate_cancels_the_calls_it_made(long_clip, mesh, capsys)
     assert_stopped(mesh, "Track of a cancelled Evaluate")
     log = (mesh.tmp / "landmarks.log").read_text()
     assert "Track stopped: the caller cancelled" in log
-    with capsys.disabled():
-        print(f"\ncancellation: a cancelled Evaluate's Track ended {ended - cancelled:.2f} s after the cancel")
+    figure(f"cancellation: a cancelled Evaluate's Track ended {ended - cancelled:.2f} s after the cancel")
 
 
 def drain(call, answered):
@@ -121,7 +119,7 @@ def padded(video: bytes, size: int) -> bytes:
     return video + struct.pack(">I", pad + 8) + b"free" + bytes(pad)
 
 
-def test_a_stream_reads_no_further_ahead_than_it_scores(long_clip, mesh, capsys):
+def test_a_stream_reads_no_further_ahead_than_it_scores(long_clip, mesh, figure):
     content = padded(long_clip.read_bytes(), REQUEST_BYTES)
     evaluator = psutil.Process(mesh.procs["evaluator"].proc.pid)
     base = evaluator.memory_info().rss
@@ -141,10 +139,9 @@ def test_a_stream_reads_no_further_ahead_than_it_scores(long_clip, mesh, capsys)
         time.sleep(0.1)
     read, done = pulled[0], answered[0]
     call.cancel()
-    with capsys.disabled():
-        print(f"\nread-ahead: {REQUESTS} requests of {REQUEST_BYTES // MIB} MiB offered, {read} taken from the "
-              f"client's iterator while {CONCURRENCY} were scored ({done} answered); evaluator RSS "
-              f"{base / MIB:.0f} MiB -> peak {peak / MIB:.0f} MiB (+{(peak - base) / MIB:.0f} MiB)")
+    figure(f"read-ahead: {REQUESTS} requests of {REQUEST_BYTES // MIB} MiB offered, {read} taken from the "
+          f"client's iterator while {CONCURRENCY} were scored ({done} answered); evaluator RSS "
+          f"{base / MIB:.0f} MiB -> peak {peak / MIB:.0f} MiB (+{(peak - base) / MIB:.0f} MiB)")
     # Those answered and those being scored, plus the one the client's gRPC is trying to send
     # (none sits unread in the evaluator). Unbounded, all 24 were taken at once.
     assert read <= done + CONCURRENCY + 1

@@ -1,6 +1,5 @@
 """Bad input over the wire gets the right status code and a clear detail, and the server keeps
 serving; deadlines, streams, health, reflection and Prometheus counters."""
-import time
 
 import grpc
 import numpy as np
@@ -198,11 +197,8 @@ def test_a_request_over_a_leaf_s_limit_is_refused_unread(clips, mesh, service):
     before = peak_rss(process)
     with grpc.insecure_channel(process.address, options=[("grpc.max_send_message_length", -1)]) as channel:
         call = channel.unary_unary(f"/theval.v1.{method}")  # bytes in, bytes out
-        start = time.monotonic()
         detail = expect(C.RESOURCE_EXHAUSTED, lambda: call(message_of_size(limit + 1), timeout=120))
-        seconds = time.monotonic() - start
     assert f"larger than max ({limit + 1} vs. {limit})" in detail
-    assert seconds < 30, seconds
     assert peak_rss(process) - before < limit / 4  # refused as it arrived, never held whole
     assert mesh.evaluate(clips["good"][0]).result.status == "ok"  # ... and a normal request passes
 

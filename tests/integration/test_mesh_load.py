@@ -26,7 +26,7 @@ def mesh_and_clips(tmp_path_factory):
     mesh.stop()
 
 
-def test_16_clients_for_60_seconds_without_an_error(mesh_and_clips, capsys):
+def test_16_clients_for_60_seconds_without_an_error(mesh_and_clips, figure):
     mesh, clips = mesh_and_clips
     contents = [c.read_bytes() for c in clips]
     latencies, errors, lock = [], [], threading.Lock()
@@ -61,8 +61,7 @@ def test_16_clients_for_60_seconds_without_an_error(mesh_and_clips, capsys):
     report = (f"mesh load test: {CLIENTS} clients, {elapsed:.0f} s, {len(latencies)} videos "
               f"({clips[0].name}: 1.5 s, 128 px), {len(latencies) / elapsed:.2f} videos/s, "
               f"p50 {p50:.2f} s, p99 {p99:.2f} s, 0 errors")
-    with capsys.disabled():
-        print("\n" + report)
+    figure(report)
     metrics = scrape(mesh.procs["evaluator"].metrics_url)
     assert sample(metrics, "theval_videos_scored_total", outcome="ok") >= len(latencies)
     assert sample(metrics, "theval_grpc_in_flight_requests", service="evaluator",
