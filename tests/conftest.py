@@ -63,19 +63,22 @@ def no_network(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="session")
-def fake_store(tmp_path_factory):
+def fake_store():
     """FAKE weights of every quality model (see fake_weights.py): random weights of the real
-    architectures, under the published file names."""
+    architectures, under the published file names; written once per run (tests/support/once.py)."""
     from tests.support.fake_weights import write_fake_store
-    return write_fake_store(tmp_path_factory.mktemp("fake-weights"))
+    from tests.support.once import once_per_run, shared_folder
+    return once_per_run("fake_store", lambda: write_fake_store(shared_folder("fake-weights")))
 
 
 @pytest.fixture(scope="session")
-def headpose_store(tmp_path_factory):
+def headpose_store():
     """FAKE head-pose weights (see fake_weights.py): the stand-in FaceXFormer model.pt and
     retina-face retinaface.h5 only (a store where `--headpose auto` picks FaceXFormer)."""
     from tests.support.fake_weights import write_fake_store
-    return write_fake_store(tmp_path_factory.mktemp("fake-headpose-weights"), (), headpose=True)
+    from tests.support.once import once_per_run, shared_folder
+    return once_per_run("headpose_store",
+                        lambda: write_fake_store(shared_folder("fake-headpose-weights"), (), headpose=True))
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker

@@ -105,7 +105,7 @@ def test_retinaface_maps_and_boxes_on_frames_of_any_size(headpose_store, runtime
     ours = RetinaFaceDetector(weights)
     theirs = RetinaFaceDetector(weights, plan=NetworkPlan(runtime, "cpu", "fp32"), store=headpose_store)
     rng = np.random.default_rng(4)
-    for size in ((512, 512), (360, 640), (700, 500)):  # upscaled to 1024 on the shorter side, as the reference
+    for size in ((360, 640), (700, 500)):  # landscape and portrait, upscaled to 1024 on the shorter side
         frame = _face(size, rng)
         a, height, width, scale = ours.outputs(frame)
         b, *same = theirs.outputs(frame)
@@ -123,8 +123,8 @@ def test_facexformer_on_any_batch(headpose_store, runtime):
     ours = LocalNetwork(headpose_store, InferenceOptions(runtime="torch"))
     theirs = LocalNetwork(headpose_store, InferenceOptions(runtime=runtime))
     rng = np.random.default_rng(5)
-    batches = [rng.standard_normal((n, 3, 224, 224)).astype(np.float32) for n in (1, 5, 8, 13)]
-    # the reference's batches of 128 run as passes of 8 on the CPU: any batch size
+    batches = [rng.standard_normal((n, 3, 224, 224)).astype(np.float32) for n in (1, 13)]
+    # the reference's batches of 128 run as passes of 8 on the CPU: one image, and more than a pass
     _close(np.concatenate([ours.degrees(b) for b in batches]), np.concatenate([theirs.degrees(b) for b in batches]),
            f"FaceXFormer on {runtime}")
     assert theirs.inference()["runtimes"] == {"facexformer": theirs.inference()["runtimes"]["facexformer"]}

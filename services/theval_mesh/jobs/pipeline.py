@@ -333,7 +333,7 @@ def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
         return scorer().engine.provenance() if _loads_models(loop.spec) else expected_provenance(loop.spec)
     loop = _Loop(store, job_id, on_result, provenance)
 
-    def cancelled():  # a cancel the heartbeat brought in stops the video being scored, mid-video
+    def cancel_reason():  # a cancel the heartbeat brought in stops the video being scored, mid-video
         return "CANCELLED" if loop.cancelled else None
 
     def body():
@@ -346,7 +346,7 @@ def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
                 continue
             seq, item = nxt
             try:
-                _, kind, payload = scorer().score(seq, item.model, item.video, on_frames, cancelled)
+                _, kind, payload = scorer().score(seq, item.model, item.video, on_frames, cancel_reason)
             except Cancelled:
                 return  # the video stays pending; the job ends "cancelled"
             if kind == "ok":
