@@ -67,7 +67,13 @@ def _same_lse(net, row, tracks):
           f"LSE-C {s.lse_c:.5f} vs {float(row['lse_c']):.5f}, offset {s.offset}")
 
 
-@pytest.mark.parametrize("row", _rows("syncnet_oracle.csv"), ids=lambda r: f"{r['clip']}-{r['track']}")
+# Three of the oracle's six rows: three speakers, one of them shifted. S3FD on every frame costs about
+# four minutes a clip on a busy 2-core machine, and the other rows run the same code on other clips.
+S3FD_ROWS = ("astronaut_de_gt", "t1left_de_gt", "tom_it_desync")
+
+
+@pytest.mark.parametrize("row", [r for r in _rows("syncnet_oracle.csv") if r["clip"] in S3FD_ROWS],
+                         ids=lambda r: f"{r['clip']}-{r['track']}")
 def test_lse_with_s3fd_equals_syncnet_python(net, detector, row):
     _same_lse(net, row, face_track.face_tracks(str(clip(row["clip"])), pipeline=face_track.SYNCNET_PYTHON,
                                                s3fd=detector))
