@@ -172,9 +172,9 @@ def pytest_runtest_logreport(report):
         return  # the controller gets the same report
     FIGURES.extend(value for name, value in report.user_properties if name == "figure")
     path = os.environ.get("THEVAL_TEST_TIMES")
-    if path and report.duration >= 0.5:
+    if path and (report.duration >= 0.5 or report.failed):
         with open(path, "a") as out:
-            out.write(f"{report.duration:9.2f} {report.when:8} {report.nodeid}\n")
+            out.write(f"{report.duration:9.2f} {report.when:8} {report.outcome:7} {report.nodeid}\n")
 
 
 def pytest_terminal_summary(terminalreporter):
