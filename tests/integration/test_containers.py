@@ -218,8 +218,9 @@ def test_a_killed_service_container_is_restarted_and_the_evaluator_recovers(mesh
 
 
 def test_a_service_container_killed_during_a_stream(mesh, kit):
-    """The videos in flight fail with UNAVAILABLE naming the service or succeed after a retry;
-    the others complete; the stream ends; the mesh is SERVING again."""
+    """Every video gets an answer: OK, or UNAVAILABLE naming the service while it restarts (how many
+    depends on how long Docker takes to bring it back, so no count is asserted); the stream ends;
+    the mesh is SERVING again and scores the videos that failed."""
     n, videos = 8, kit.videos("gt")
     requests = [evaluator_pb2.EvaluateRequest(id=str(i), video=common_pb2.VideoRef(uri=str(videos[i % len(videos)])))
                 for i in range(n)]
@@ -234,9 +235,14 @@ def test_a_service_container_killed_during_a_stream(mesh, kit):
     assert sorted(a.id for a in answers) == sorted(r.id for r in requests)
     codes = [a.code for a in answers]
     assert set(codes) <= {C.OK.value[0], C.UNAVAILABLE.value[0]}, [(a.code, a.detail) for a in answers]
-    assert codes.count(C.OK.value[0]) >= n - 2, [(a.code, a.detail) for a in answers]
+    assert answers[0].code == C.OK.value[0], (answers[0].code, answers[0].detail)  # scored before the kill
     assert all("quality" in a.detail for a in answers if a.code)
     wait_health(mesh, "evaluator", "SERVING", timeout=120)
+    failed = [r for r in requests if r.id in {a.id for a in answers if a.code}]
+    stub, channel = evaluator(mesh)
+    with channel:
+        again = list(stub.EvaluateStream(iter(failed), timeout=300))
+    assert [a.code for a in again] == [C.OK.value[0]] * len(failed), [(a.code, a.detail) for a in again]
 
 
 def test_the_triton_image_serves_the_model_repository(built, tmp_path):
