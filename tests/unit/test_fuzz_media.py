@@ -17,7 +17,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support import media_fuzz
-from theval_mesh.core.results import FAILED, OK, VideoResult
+from theval_mesh.core.results import FAILED, OK
 from theval_mesh.jobs.pipeline import ScoringWorker
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.stores.job_store import JobSpec
@@ -74,10 +74,9 @@ def test_the_job_scorer_turns_every_mutant_into_a_result(tmp_path):
     scorer = ScoringWorker(JobSpec(inputs=[["GT", str(tmp_path)]], settings=RunSettings(quality="proxy",
                                                                                    single_pass=True).key()))
     statuses = {}
-    for seq, path in enumerate(paths):
-        _, kind, payload = scorer.score(seq, "m", str(path))
-        assert kind == "ok", (path.name, payload)
-        result = VideoResult.from_json(payload)
+    for path in paths:
+        kind, result = scorer.score("m", str(path))
+        assert kind == "ok", (path.name, result)
         assert result.video == str(path) and result.status in (OK, FAILED)
         assert result.status == OK or one_line(result.reason), (path.name, result.reason)
         assert not any("Traceback" in w for w in result.warnings)

@@ -97,9 +97,9 @@ def test_a_proxy_run_scores_a_video_without_importing_torch(tmp_path):
     code = ("import sys\nfrom theval_mesh.jobs.pipeline import ScoringWorker, JobSpec\n"
             "from theval_mesh.pure.settings import RunSettings\n"
             "w = ScoringWorker(JobSpec(inputs=[], settings=RunSettings(quality='proxy').key()), threads=1)\n"
-            f"seq, status, out = w.score(0, 'gt', {str(video)!r})\n"
-            "import json\nr = json.loads(out)\nassert status == 'ok' and r['status'] == 'ok', out\n"
-            "print('torch' in sys.modules, sorted(k for k, v in r['metrics'].items() if v == v))\n")
+            f"status, r = w.score('gt', {str(video)!r})\n"
+            "assert status == 'ok' and r.status == 'ok', r\n"
+            "print('torch' in sys.modules, sorted(k for k, v in r.metrics.items() if v == v))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     imported, scored = out.stdout.strip().split(" ", 1)

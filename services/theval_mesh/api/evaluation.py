@@ -177,10 +177,11 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
         job = store.create(spec, items)
         shown = Progress(job, enabled=progress, frames=inline)
         try:
+            # new_spec checked the spec a moment ago: the runners do not check it again.
             if inline:
-                job = pipeline.run_inline(store, job.id, on_result=shown, on_frames=shown.frame)
+                job = pipeline.run_inline(store, job.id, on_result=shown, on_frames=shown.frame, checked=True)
             else:
-                job = pipeline.run_ray(store, job.id, workers, ray_address, on_result=shown)
+                job = pipeline.run_ray(store, job.id, workers, ray_address, on_result=shown, checked=True)
         finally:
             shown.close()
         if job.state != "done":

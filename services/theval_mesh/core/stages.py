@@ -221,8 +221,11 @@ class LocalVideo:
         profile = self.settings.profile
         if self._decoded:  # gathered by the frame pass
             return analyse_audio(self.audio_backend, self.reader.audio, profile)
-        # Needed before the frame pass (the silent-lip pass): decode the audio track alone.
-        return analyse_audio(self.audio_backend, self._reader().read_audio(), profile)
+        # Needed before the frame pass (the silent-lip pass): decode the audio track alone, once;
+        # the frame pass then decodes the video stream only.
+        audio = self._reader().read_audio(self.cancelled)
+        self.reader.use_audio(audio)
+        return analyse_audio(self.audio_backend, audio, profile)
 
     def landmarks(self, silent, on_frames=None) -> FrameSeries:
         series = run_frame_pass(self.reader, self.settings, self.quality_backend, silent_frames=silent,

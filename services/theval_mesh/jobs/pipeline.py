@@ -73,17 +73,17 @@ class ScoringWorker:
                 torch.set_num_threads(threads)
             self.engine = Engine(settings, spec.quality_store, _inference(spec))
 
-    def score(self, seq: int, model: str, video: str, on_frames=None, cancelled=None) -> tuple[int, str, str]:
-        """(seq, "ok", result JSON) or (seq, "retry", why): a bad video is a failed result; only
+    def score(self, model: str, video: str, on_frames=None, cancelled=None) -> tuple[str, VideoResult | str]:
+        """("ok", its VideoResult) or ("retry", why): a bad video is a failed result; only
         the mesh's own failures (down, restarting) are retried. on_frames(n): frames decoded;
         cancelled (backends.liveness): Cancelled is raised mid-video once it fires."""
         try:
-            return seq, "ok", self.engine.score_video(video, model, on_frames, cancelled).to_json()
+            return "ok", self.engine.score_video(video, model, on_frames, cancelled)
         except Cancelled:
             raise
         except ServiceError as err:
             if err.code not in VIDEO_FAULTS:  # the mesh failed, not the video
-                return seq, "retry", f"{err.code}: {err}"
+                return "retry", f"{err.code}: {err}"
             reason = str(err)
         except VideoError as err:
             reason = err.reason
@@ -93,7 +93,7 @@ class ScoringWorker:
             reason = f"cannot be read: {err.strerror or err}"
         except Exception as err:  # noqa: BLE001 - one video never stops the job: its failure, with an id
             reason = logged_internal(err, f"scoring {video}")
-        return seq, "ok", VideoResult(model, video, FAILED, reason, settings=self.spec.settings).to_json()
+        return "ok", VideoResult(model, video, FAILED, reason, settings=self.spec.settings)
 
 
 def new_spec(inputs, settings: RunSettings, quiet: bool = False, items=None, allow_unpaired: bool = False,
@@ -118,14 +118,9 @@ def check(spec) -> str | None:
     --quality paper, a mesh that does not answer. Returns the quality notice (embedded)."""
     settings = _settings(spec)
     if spec.mesh:
-        from theval_mesh.rpc.mesh_engine import MeshEngine
-        engine = MeshEngine(spec.mesh, settings)
-        try:
-            # The services say what they serve for these settings: --headpose facexformer of a
-            # head-pose service serving the rigid fit stops here, naming the fix (auto follows it).
-            engine.provenance()
-        finally:
-            engine.close()
+        # The services say what they serve for these settings: --headpose facexformer of a
+        # head-pose service serving the rigid fit stops here, naming the fix (auto follows it).
+        _mesh_provenance(spec)
         return None
     from theval_mesh.backends.headpose.facexformer import choose
     from theval_mesh.backends.inference.plan import check_options
@@ -138,16 +133,20 @@ def check(spec) -> str | None:
 def expected_provenance(spec) -> dict:
     """The provenance the job's results will carry (cheap: no model is loaded), for the result
     cache's key before anything is scored."""
-    settings = _settings(spec)
     if spec.mesh:
-        from theval_mesh.rpc.mesh_engine import MeshEngine
-        engine = MeshEngine(spec.mesh, settings)
-        try:
-            return engine.provenance()
-        finally:
-            engine.close()
+        return _mesh_provenance(spec)
     from theval_mesh.core.provenance import expected
-    return expected(settings, spec.quality_store, _inference(spec))
+    return expected(_settings(spec), spec.quality_store, _inference(spec))
+
+
+def _mesh_provenance(spec) -> dict:
+    """What the mesh's services serve for the spec's settings (one short-lived connection)."""
+    from theval_mesh.rpc.mesh_engine import MeshEngine
+    engine = MeshEngine(spec.mesh, _settings(spec))
+    try:
+        return engine.provenance()
+    finally:
+        engine.close()
 
 
 def _loads_models(spec) -> bool:
@@ -175,12 +174,14 @@ class _Loop:
     while the work blocks (a long video inline, a Ray start or a `ray://` connection that takes
     more than the store's STALE_S on a busy machine), and brings a cancel request in meanwhile."""
 
-    def __init__(self, store: JobStore, job_id: str, on_result=None, provenance=None):
+    def __init__(self, store: JobStore, job_id: str, on_result=None, provenance=None, checked: bool = False):
         """provenance(): what the job's results will carry (default expected_provenance), asked
-        once, at the first cache lookup."""
+        once, at the first cache lookup. checked: the caller ran check() on the job's spec just
+        now (new_spec); else it runs here, for a job made earlier (resume, a queued job)."""
         self.store, self.job_id, self.on_result = store, job_id, on_result
         try:
-            check(store.get(job_id).spec)
+            if not checked:
+                check(store.get(job_id).spec)
         except UserError as err:  # e.g. weights deleted, the mesh down: say so in the job
             store.finish(job_id, "failed", str(err))
             raise
@@ -318,9 +319,9 @@ def _run(loop: _Loop, body):
     return loop.store.get(loop.job_id)
 
 
-def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
+def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None, checked: bool = False):
     """Score the job's pending videos one at a time in this process; on_frames(n) as they are
-    decoded (a long video's progress)."""
+    decoded (a long video's progress); checked: as _Loop's."""
     scorers = []  # made at the first video to score: none when every video is cached
 
     def scorer() -> ScoringWorker:
@@ -331,7 +332,7 @@ def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
     def provenance() -> dict:
         # Paper quality loads its models to checksum them: load them once, in the scorer.
         return scorer().engine.provenance() if _loads_models(loop.spec) else expected_provenance(loop.spec)
-    loop = _Loop(store, job_id, on_result, provenance)
+    loop = _Loop(store, job_id, on_result, provenance, checked)
 
     def cancel_reason():  # a cancel the heartbeat brought in stops the video being scored, mid-video
         return "CANCELLED" if loop.cancelled else None
@@ -346,11 +347,11 @@ def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None):
                 continue
             seq, item = nxt
             try:
-                _, kind, payload = scorer().score(seq, item.model, item.video, on_frames, cancel_reason)
+                kind, payload = scorer().score(item.model, item.video, on_frames, cancel_reason)
             except Cancelled:
                 return  # the video stays pending; the job ends "cancelled"
             if kind == "ok":
-                loop.scored(seq, item, VideoResult.from_json(payload))
+                loop.scored(seq, item, payload)
             else:
                 loop.transient(seq, item, payload)
     return _run(loop, body)
@@ -427,11 +428,13 @@ def _private_ray():
     os.environ["RAY_AUTH_TOKEN"] = _ray_token
 
 
-def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None = None, on_result=None):
+def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None = None, on_result=None,
+            checked: bool = False):
     """Score the job's pending videos on `workers` Ray actors: on the cluster at `ray_address`,
-    else on a local Ray; a Ray this call started or connected to is shut down at the end."""
+    else on a local Ray; a Ray this call started or connected to is shut down at the end;
+    checked: as _Loop's."""
     import ray
-    loop = _Loop(store, job_id, on_result)
+    loop = _Loop(store, job_id, on_result, checked=checked)
     started_here = not ray.is_initialized()
 
     def body():
@@ -462,7 +465,7 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
                     if nxt is None:
                         break
                     seq, item = nxt
-                    flying[actor.score.remote(seq, item.model, item.video)] = (actor, seq, item)
+                    flying[actor.score.remote(item.model, item.video)] = (actor, seq, item)
                     load[actor] += 1
             job_telemetry.JOB_IN_FLIGHT.set(len(flying))
             if not flying:
@@ -476,7 +479,7 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
                 if actor in load:  # not when it died and was replaced already (its other calls fail too)
                     load[actor] -= 1
                 try:
-                    _, kind, payload = ray.get(ref)
+                    kind, payload = ray.get(ref)
                 except ray.exceptions.RayActorError as err:  # died (OOM, crash): replace it
                     actor_failures += 1
                     # Ray's text names hosts, pids and actor ids: logged, the job shows the id.
@@ -490,7 +493,7 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
                     loop.transient(seq, item, why)
                     continue
                 if kind == "ok":
-                    loop.scored(seq, item, VideoResult.from_json(payload))
+                    loop.scored(seq, item, payload)
                 else:
                     loop.transient(seq, item, payload)
     try:

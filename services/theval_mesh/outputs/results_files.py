@@ -251,12 +251,22 @@ def leaderboard_figure(board: Leaderboard, proxies=()):
     return fig
 
 
+def _write_per_video(out: Path, results: list[VideoResult], board: Leaderboard | None) -> list[str]:
+    """results.jsonl and results.csv (with the board's columns when there is one)."""
+    (out / FILES["results_jsonl"]).write_text("".join(_jsonl_line(r, board) + "\n" for r in results))
+    write_results_csv(results, board, out / FILES["results_csv"])
+    return [FILES["results_jsonl"], FILES["results_csv"]]
+
+
+def _write_json(path: Path, document: dict):
+    path.write_text(json.dumps(document, indent=1, sort_keys=True, allow_nan=False, default=str))
+
+
 def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, run_info: dict) -> dict:
     """Write every output file; return name -> path."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / file for name, file in FILES.items()}
-    paths["results_jsonl"].write_text("".join(_jsonl_line(r, board) + "\n" for r in results))
-    write_results_csv(results, board, paths["results_csv"])
+    _write_per_video(out, results, board)
     tables.write_raw_csv(rows, paths["raw_metrics"])
     tables.write_leaderboard_csv(board, paths["leaderboard_csv"])
     scored = next((r for r in results if r.provenance), None)
@@ -265,8 +275,7 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
     write_leaderboard_tex(board, paths["leaderboard_tex"])
     plot_leaderboard(board, paths["plot"], _proxies(run_info.get("provenance")), svg=paths["plot_svg"])
     paths["run"].write_text(json.dumps(run_info, indent=2, sort_keys=True, default=str))
-    document = results_document(board, rows, results, run_info)
-    paths["results_json"].write_text(json.dumps(document, indent=1, sort_keys=True, allow_nan=False, default=str))
+    _write_json(paths["results_json"], results_document(board, rows, results, run_info))
     return paths
 
 
@@ -281,16 +290,14 @@ class Written:
 
 def write_results(out: Path, store, job) -> Written:
     """From a job's committed results to every output file and the leaderboard (`theval evaluate`,
-    `theval bulk results`), written to `out`. The per-video files come first, before anything
-    aggregates: when no leaderboard can be formed (or forming it fails), they stay, with
-    raw_metrics.csv and results.json when those could be written, and NotRanked says which."""
+    `theval bulk results`), written to `out`, each file once. When no leaderboard can be formed (or
+    forming it fails), the per-video files are still written, with raw_metrics.csv and
+    results.json when those could be, and NotRanked says which; the job store keeps every result
+    whatever happens here (`theval bulk results` writes the files again)."""
     spec = job.spec
     results = list(store.results(job.id))
     names = [name for name, _ in spec.inputs]
     out.mkdir(parents=True, exist_ok=True)
-    written = [FILES["results_jsonl"], FILES["results_csv"]]
-    (out / FILES["results_jsonl"]).write_text("".join(_jsonl_line(r, None) + "\n" for r in results))
-    write_results_csv(results, None, out / FILES["results_csv"])
     gt_videos = [r.video for r in results if r.model == spec.gt_name]
     pairing = {name: pairing_of(name, [r.video for r in results if r.model == name], gt_videos).to_dict()
                for name, _ in spec.inputs[1:]}
@@ -301,8 +308,6 @@ def write_results(out: Path, store, job) -> Written:
     try:
         rows = aggregate.model_rows(results, names)
         run_info["provenance"] = rows[0].provenance
-        tables.write_raw_csv(rows, out / FILES["raw_metrics"])
-        written.append(FILES["raw_metrics"])
         if rows[0].provenance is None:
             raise UserError("no GT video could be scored, so there is nothing to compare with")
         board = aggregate.ranked(results, names, spec.gt_name, spec.weights, rows=rows, partial=spec.partial_score)
@@ -313,9 +318,11 @@ def write_results(out: Path, store, job) -> Written:
     else:
         run_info["warnings"] = board.warnings
         return Written(board, results, rows, write_all(out, results, rows, board, run_info))
-    document = results_document(None, rows, results, run_info, not_ranked=reason)
-    (out / FILES["results_json"]).write_text(json.dumps(document, indent=1, sort_keys=True, allow_nan=False,
-                                                       default=str))
+    written = _write_per_video(out, results, None)
+    if rows:
+        tables.write_raw_csv(rows, out / FILES["raw_metrics"])
+        written.append(FILES["raw_metrics"])
+    _write_json(out / FILES["results_json"], results_document(None, rows, results, run_info, not_ranked=reason))
     written.append(FILES["results_json"])
     missing = [f for f in FILES.values() if f not in written]
     raise NotRanked(reason, out, written, missing, results)

@@ -130,8 +130,14 @@ class MediaReader:
             self._container.close()
             raise
         self.audio: Audio | None = None
+        self._audio_given = False  # use_audio(): frames() leaves the audio stream alone
         self.frame_count = 0
         self.pixels = 0  # decoded so far, for Limits.max_pixels
+
+    def use_audio(self, audio: Audio | None):
+        """The audio track, decoded already by another reader's read_audio(): frames() decodes
+        the video stream only, and `audio` is this."""
+        self.audio, self._audio_given = audio, True
 
     def _read_info(self) -> VideoInfo:
         c = self._container
@@ -216,7 +222,8 @@ class MediaReader:
         """Yield (index, RGB uint8 HxWx3) for every frame, gathering the audio on the way."""
         c = self._container
         v = c.streams.video[0]
-        streams = [v] + ([c.streams.audio[0]] if self.info.has_audio and not self._audio_problem else [])
+        with_audio = self.info.has_audio and not self._audio_given
+        streams = [v] + ([c.streams.audio[0]] if with_audio and not self._audio_problem else [])
         audio = self._gatherer()
         try:
             for packet in c.demux(*streams):
@@ -234,7 +241,7 @@ class MediaReader:
             self.close()
         if self.frame_count == 0:
             raise VideoError(self.path, "no decodable video frames")
-        if self.info.has_audio:
+        if with_audio:
             self.audio = audio.finish()
 
     def read_audio(self, cancelled=None) -> Audio | None:
