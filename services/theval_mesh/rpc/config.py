@@ -7,7 +7,7 @@ from their table in pure.settings.
 """
 import argparse
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from theval_mesh.pure.errors import UserError
@@ -26,6 +26,13 @@ WEIGHTS = tuple(s.name for s in TABLE if s.weights)  # services that load weight
 BACKENDS = ("inprocess", "triton")
 MIB = 1024 ** 2
 
+# What a value must be: (test, what the error says).
+PORT = (lambda p: 0 <= p <= 65535, "must be a port number 0-65535 (0: any free port)")
+AT_LEAST_1 = (lambda x: x >= 1, "must be at least 1")
+POSITIVE = (lambda x: x > 0, "must be more than 0")
+NOT_NEGATIVE = (lambda x: x >= 0, "must not be negative")
+MESSAGE = (lambda x: 1 <= x < 2 ** 31, "must be at least 1 and under 2 GiB (gRPC's limit)")
+
 
 @dataclass(frozen=True)
 class Option:
@@ -38,6 +45,7 @@ class Option:
     required: tuple = ()        # for which services it must be set
     choices: tuple | None = None
     run_setting: bool = False   # a request that leaves it unset gets this value
+    valid: tuple | None = None  # (test, what): a value set that fails the test is refused
 
     @property
     def flag(self) -> str:
@@ -55,26 +63,30 @@ RUN_SETTINGS_HELP = ("what a request that leaves a setting unset gets (the quali
                      "its profile and quality mode at start-up, the head-pose service its estimator)")
 
 
+# The bounds of the pure.settings rows that have some (RunSettings and Limits check them too).
+SETTING_BOUNDS = {"max_side_px": AT_LEAST_1, "frame_stride": AT_LEAST_1, "max_duration_s": POSITIVE}
+
+
 def _from_setting(s: Setting, run_setting: bool) -> Option:
     return Option(s.name, s.env, s.help, s.kind, s.default, SETTING_SERVICES[s.name], choices=s.choices,
-                  run_setting=run_setting)
+                  run_setting=run_setting, valid=SETTING_BOUNDS.get(s.name))
 
 
 OPTIONS = (
     Option("host", "THEVAL_HOST", "address to listen on (default 127.0.0.1: loopback only)",
            default="127.0.0.1"),
     Option("port", "THEVAL_PORT", "gRPC port (0: any free port, printed at start-up)", int,
-           required=SERVICES),
+           required=SERVICES, valid=PORT),
     Option("metrics_port", "THEVAL_METRICS_PORT", "Prometheus /metrics HTTP port (0: any free port)", int,
-           required=SERVICES),
+           required=SERVICES, valid=PORT),
     Option("allow_root", "THEVAL_ALLOWED_ROOTS",
            f"a folder whose videos may be read by URI (repeatable; env: folders joined by '{os.pathsep}')",
            list, services=READS_VIDEOS, required=NEEDS_ROOTS),
     Option("max_video_bytes", "THEVAL_MAX_VIDEO_BYTES", "largest video accepted as bytes (default 64 MiB)",
-           int, 64 * MIB, services=READS_VIDEOS),
+           int, 64 * MIB, services=READS_VIDEOS, valid=AT_LEAST_1),
     Option("max_message_bytes", "THEVAL_MAX_MESSAGE_BYTES",
            "largest message between services: video bytes plus landmark arrays (default 1 GiB)",
-           int, 1024 * MIB),
+           int, 1024 * MIB, valid=MESSAGE),
     *(_from_setting(s, run_setting=False) for s in LIMIT_SETTINGS),
     # TLS on the gRPC port; beyond loopback it is required, with authentication (rpc.security).
     Option("tls_cert", "THEVAL_TLS_CERT", "PEM certificate (chain) of this server: serve TLS"),
@@ -82,18 +94,19 @@ OPTIONS = (
     Option("tls_client_ca", "THEVAL_TLS_CLIENT_CA",
            "PEM CA certificate: callers must present a certificate it signed (mutual TLS)"),
     Option("workers", "THEVAL_WORKERS", "gRPC worker threads: calls served at once, more are refused with "
-           "RESOURCE_EXHAUSTED (default 8)", int, 8),
+           "RESOURCE_EXHAUSTED (default 8)", int, 8, valid=AT_LEAST_1),
     Option("stream_limit", "THEVAL_STREAM_LIMIT", "streaming calls (EvaluateStream, StreamJob) open at once, "
            "within --workers (default: half the workers)", int, services=("evaluator",)),
     Option("stream_limit_per_caller", "THEVAL_STREAM_LIMIT_PER_CALLER", "streaming calls one caller (a token's "
            "identity) may hold open at once, within --stream-limit (default: half of it, at least 1; without tokens "
            "there is one caller, limited by --stream-limit alone)", int, services=("evaluator",)),
     Option("stream_idle_s", "THEVAL_STREAM_IDLE_S", "an EvaluateStream that sent no request for this long, with "
-           "none of its videos being scored, is ended (default 60 s)", float, 60.0, services=("evaluator",)),
+           "none of its videos being scored, is ended (default 60 s)", float, 60.0, services=("evaluator",),
+           valid=POSITIVE),
     Option("stream_max_s", "THEVAL_STREAM_MAX_S", "longest a streaming call stays open (default 3600 s)", float,
-           3600.0, services=("evaluator",)),
+           3600.0, services=("evaluator",), valid=POSITIVE),
     Option("grace_s", "THEVAL_GRACE_S", "on SIGTERM, time in-flight calls get to finish (default 30 s)",
-           float, 30.0),
+           float, 30.0, valid=NOT_NEGATIVE),
     *(_from_setting(s, run_setting=True) for s in SETTINGS),
     Option("weights_store", "THEVAL_WEIGHTS", "model weights folder (quality models; FaceXFormer and retina-face "
            "for the head-pose service)", services=WEIGHTS),
@@ -128,22 +141,22 @@ OPTIONS = (
 
     Option("call_timeout_s", "THEVAL_CALL_TIMEOUT_S",
            "deadline of each call to a service, within the caller's own (default 600 s)", float, 600.0,
-           services=("evaluator",)),
+           services=("evaluator",), valid=POSITIVE),
     Option("retries", "THEVAL_RETRIES", "retries of a call that found its service UNAVAILABLE (default 3)",
-           int, 3, services=("evaluator",)),
+           int, 3, services=("evaluator",), valid=NOT_NEGATIVE),
     Option("memory_budget_mb", "THEVAL_MEMORY_BUDGET_MB", "memory for the videos being scored at once: each "
            "reserves what its header says it takes, before any service is called, and waits while others hold it "
            "(default 0: half the memory the process may use, its cgroup's limit or the machine's)", int, 0,
-           services=("evaluator",)),
+           services=("evaluator",), valid=NOT_NEGATIVE),
     Option("concurrency", "THEVAL_CONCURRENCY",
            "videos of one EvaluateStream or CreateReference scored at once (default 2)", int, 2,
-           services=("evaluator",)),
+           services=("evaluator",), valid=AT_LEAST_1),
     Option("job_workers", "THEVAL_JOB_WORKERS", "Ray workers of a submitted job unless it says (default 2)",
-           int, 2, services=("evaluator",)),
+           int, 2, services=("evaluator",), valid=AT_LEAST_1),
     Option("max_job_workers", "THEVAL_MAX_JOB_WORKERS", "most Ray workers a submitted job may ask for (default 4)",
-           int, 4, services=("evaluator",)),
+           int, 4, services=("evaluator",), valid=AT_LEAST_1),
     Option("max_jobs", "THEVAL_MAX_JOBS", "submitted jobs running at once (default 2)", int, 2,
-           services=("evaluator",)),
+           services=("evaluator",), valid=AT_LEAST_1),
     Option("ray_address", "THEVAL_RAY_ADDRESS",
            "the Ray cluster that runs submitted jobs: HOST:PORT of its GCS (a driver on one of its machines) or "
            "ray://HOST:PORT of its Ray Client server (default: each job's driver starts a local Ray)",
@@ -214,6 +227,9 @@ class Config:
                               self.tls_key if self.tls_ca else None, token)
 
 
+CONFIG_FIELDS = {f.name for f in fields(Config)}
+
+
 def add_options(parser: argparse.ArgumentParser, services=SERVICES):
     """Flags for the options any of `services` takes. Defaults stay None so that load() can tell
     a flag from an environment variable."""
@@ -282,19 +298,10 @@ def load(service: str, args=None, environ=None) -> Config:
         if dest in v and v[dest] is not None and not ok(v[dest]):
             raise UserError(f"{where(dest)}={v[dest]!r}: {what}")
 
-    for dest in ("port", "metrics_port"):
-        check(dest, lambda p: 0 <= p <= 65535, "must be a port number 0-65535 (0: any free port)")
-    for dest in ("max_video_bytes", "max_message_bytes", "max_side_px", "workers", "frame_stride",
-                 "concurrency", "job_workers", "max_job_workers", "max_jobs"):
-        check(dest, lambda x: x >= 1, "must be at least 1")
-    for dest in ("max_duration_s", "call_timeout_s"):
-        check(dest, lambda x: x > 0, "must be more than 0")
+    for o in OPTIONS:
+        if o.valid:
+            check(o.dest, *o.valid)
     check("stream_limit", lambda x: 1 <= x <= v["workers"], f"must be 1 to --workers ({v['workers']})")
-    for dest in ("stream_idle_s", "stream_max_s"):
-        check(dest, lambda x: x > 0, "must be more than 0")
-    for dest in ("grace_s", "retries", "memory_budget_mb"):
-        check(dest, lambda x: x >= 0, "must not be negative")
-    check("max_message_bytes", lambda x: x < 2 ** 31, "must be under 2 GiB (gRPC's limit)")
     if "max_video_bytes" in v and v["max_video_bytes"] + MIB > v["max_message_bytes"]:
         raise UserError(f"{where('max_video_bytes')}={v['max_video_bytes']} must be at least 1 MiB under "
                         f"{where('max_message_bytes')}={v['max_message_bytes']}")
@@ -343,17 +350,11 @@ def load(service: str, args=None, environ=None) -> Config:
         run = RunSettings.from_values(v)
     except ValueError as err:
         raise UserError(str(err)) from None
-    keep = {k: v[k] for k in ("max_video_bytes", "max_message_bytes", "workers", "stream_limit",
-                              "stream_limit_per_caller", "stream_idle_s",
-                              "stream_max_s", "grace_s", "weights_store",
-                              "backend", "triton_url", "call_timeout_s", "retries", "memory_budget_mb",
-                              "concurrency", "job_workers", "max_job_workers", "max_jobs", "ray_address",
-                              "advertise_host", "advertise_tls_name", "tls_cert", "tls_key", "tls_client_ca",
-                              "tls_ca") if k in v}
     inference = InferenceOptions.from_values(v)  # a bad value is refused, naming the flag
-    cfg = Config(service=service, host=v["host"], port=v["port"], metrics_port=v["metrics_port"],
-                 allowed_roots=tuple(roots), run=run, limits=run.limits, store=store, dependencies=deps,
-                 tokens=tokens, admins=admins, inference=inference, **keep)
+    made = dict(service=service, allowed_roots=tuple(roots), run=run, limits=run.limits, store=store,
+                dependencies=deps, tokens=tokens, admins=admins, inference=inference)
+    # Every other option whose name is a Config field is that field, as given.
+    cfg = Config(**made, **{k: v[k] for k in CONFIG_FIELDS & v.keys() - made.keys()})
     check("stream_limit_per_caller", lambda x: 1 <= x <= cfg.streams,
           f"must be 1 to the stream limit ({cfg.streams})")
     return cfg
