@@ -112,7 +112,7 @@ def test_head_motion_matches_the_reference_script_with_facexformer(cut_clips, he
 
 def test_the_stand_in_detector_picks_the_references_box_and_lands_on_the_face(cut_clips,
                                                                               fake_store):
-    """face_quality's facexlib RetinaFace on the stand-in weights is a centre prior (stand_in.py):
+    """face_quality's facexlib RetinaFace on the stand-in weights is a centre prior (backends/stand_in/detectors.py):
     on these centred talking heads its box holds the face (FaceMesh's nose tip) on >= 90 % of the
     frames, and our pipeline picks the box the reference picked, frame by frame."""
     from theval_mesh.backends.landmarks.backend import FaceTracker

@@ -12,6 +12,9 @@ import torch
 from tests.reference_tools.facexformer_reference import random_inputs
 from theval_mesh.backends import stand_in
 from theval_mesh.backends.headpose import facexformer_net as fx
+from theval_mesh.backends.stand_in.detectors import RETINAFACE_H5
+from theval_mesh.backends.stand_in.facexformer import FACEXFORMER, SWIN_B, facexformer_state
+from theval_mesh.backends.stand_in.rules import values_digest
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "parity" / "models"
 # Measured ours vs original: at most 3.6e-7 rad absolute (2e-5 degrees); relative at most 1e-5,
@@ -22,7 +25,7 @@ RTOL, ATOL = 1e-5, 1e-6
 
 @pytest.fixture(scope="module")
 def state():
-    return stand_in.facexformer_state(0)
+    return facexformer_state(0)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,7 @@ def test_a_checkpoint_with_a_key_missing_or_extra_does_not_load(state):
 
 def test_the_reference_was_run_on_the_weights_the_generator_makes(state, reference):
     # the committed outputs are only worth something for these exact values
-    assert stand_in.values_digest(state) == str(reference["model_values_sha256"])
+    assert values_digest(state) == str(reference["model_values_sha256"])
 
 
 @pytest.mark.slow
@@ -82,9 +85,9 @@ def test_every_output_token_shapes_the_head_pose(state):
 
 
 def test_the_stand_in_values_are_reproducible(state):
-    again = stand_in.facexformer_state(0)
-    assert stand_in.values_digest(again) == stand_in.values_digest(state)
-    assert stand_in.values_digest(stand_in.facexformer_state(1)) != stand_in.values_digest(state)
+    again = facexformer_state(0)
+    assert values_digest(again) == values_digest(state)
+    assert values_digest(facexformer_state(1)) != values_digest(state)
 
 
 @pytest.mark.slow
@@ -92,10 +95,10 @@ def test_the_written_files_load_without_pickled_code(tmp_path, state):
     from torchvision.models import swin_b
 
     marker = stand_in.write(tmp_path, 0, models=(), reference_extras=True, headpose=True)
-    assert set(marker["files"]) == {stand_in.FACEXFORMER, stand_in.SWIN_B, stand_in.RETINAFACE_H5}
-    assert marker["files"][stand_in.FACEXFORMER]["values_sha256"] == stand_in.values_digest(state)
-    fx.load(tmp_path / stand_in.FACEXFORMER)  # weights_only=True, strict
-    swin = torch.load(tmp_path / stand_in.SWIN_B, weights_only=True)
+    assert set(marker["files"]) == {FACEXFORMER, SWIN_B, RETINAFACE_H5}
+    assert marker["files"][FACEXFORMER]["values_sha256"] == values_digest(state)
+    fx.load(tmp_path / FACEXFORMER)  # weights_only=True, strict
+    swin = torch.load(tmp_path / SWIN_B, weights_only=True)
     swin_b(weights=None).load_state_dict(swin, strict=True)
     # the backbone init carries the values model.pt overwrites it with
     np.testing.assert_array_equal(swin["features.0.0.weight"].numpy(), state["backbone.0.0.0.weight"])

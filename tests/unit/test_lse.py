@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from theval_mesh.backends import stand_in
 from theval_mesh.backends.legacy import syncnet
 from theval_mesh.pure.errors import WeightsMissing
 from theval_mesh.pure.metrics import face_tracks as ft
@@ -107,7 +106,7 @@ def test_crop_windows_are_median_smoothed():
 
 
 def test_syncnet_loads_its_file_strictly(tmp_path):
-    _, state = stand_in.legacy_state("syncnet", 0)
+    state = syncnet.stand_in_state(0)
     assert not any(k.endswith("num_batches_tracked") for k in state)  # as the 2017 file
     net = syncnet.load_state(syncnet.SyncNet(), {k: torch.as_tensor(v) for k, v in state.items()}, "x")
     assert not net.training

@@ -15,6 +15,7 @@ import pytest
 from theval_mesh.backends import stand_in
 from theval_mesh.backends.checksum import sha256_file
 from theval_mesh.backends.headpose.retinaface_net import RetinaFaceDetector
+from theval_mesh.backends.stand_in.detectors import RETINAFACE_H5, write_retinaface
 from theval_mesh.pure import retinaface as rf
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +24,7 @@ REFERENCE = json.loads((ROOT / "tests/data/parity/models/retinaface_reference.js
 
 @pytest.fixture(scope="module")
 def detector(tmp_path_factory):
-    path = stand_in.write_retinaface(tmp_path_factory.mktemp("rf"), 0)
+    path = write_retinaface(tmp_path_factory.mktemp("rf"), 0)
     assert sha256_file(path) == REFERENCE["weights_sha256"], "the stand-in file changed: rerun the reference"
     return RetinaFaceDetector(path)
 
@@ -41,8 +42,8 @@ def test_the_layer_table_is_the_files_and_the_stand_in_is_written_with_the_marke
     import h5py
 
     marker = stand_in.write(tmp_path, 0, models=(), headpose=True)
-    assert marker["files"][stand_in.RETINAFACE_H5]["sha256"] == REFERENCE["weights_sha256"]
-    with h5py.File(tmp_path / stand_in.RETINAFACE_H5) as f:
+    assert marker["files"][RETINAFACE_H5]["sha256"] == REFERENCE["weights_sha256"]
+    with h5py.File(tmp_path / RETINAFACE_H5) as f:
         assert f.attrs["backend"] == "tensorflow" and f.attrs["keras_version"] == "2.17.0"
         assert list(f.attrs["layer_names"]) == [n for n, _, _ in rf.layers()]
         conv0 = f["conv0"]

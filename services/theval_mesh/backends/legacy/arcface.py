@@ -101,8 +101,8 @@ def embeddings(net: IResNet, faces: Iterable[np.ndarray], batch: int = 16) -> np
 
 
 def stand_in_state(seed: int) -> dict:
-    """The stand-in backbone.pth: every key of the network's state_dict by backends/stand_in.py's
+    """The stand-in backbone.pth: every key of the network's state_dict by backends/stand_in's
     rules, the embedding layer `fc` as a score head (outputs of order 1)."""
-    from theval_mesh.backends.stand_in import seeded_state
+    from theval_mesh.backends.stand_in.rules import seeded_state
 
     return seeded_state(IResNet(), seed, last_linear=("fc",))

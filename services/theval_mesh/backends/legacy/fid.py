@@ -168,7 +168,7 @@ def fid(a: FidFeatures | np.ndarray, b: FidFeatures | np.ndarray) -> float:
 def stand_in_state(seed: int) -> dict:
     """The stand-in pt_inception-2015-12-05-6726825d.pth: {key: numpy array} for every key of the
     network's state_dict (BatchNorm's num_batches_tracked included, so it loads strictly with any
-    torch), by backends/stand_in.py's rules, the 1008-class `fc` (unused by pool3) as a score head."""
-    from theval_mesh.backends.stand_in import seeded_state
+    torch), by backends/stand_in's rules, the 1008-class `fc` (unused by pool3) as a score head."""
+    from theval_mesh.backends.stand_in.rules import seeded_state
 
     return seeded_state(build_network(), seed, last_linear=("fc",))

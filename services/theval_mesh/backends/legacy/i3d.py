@@ -14,7 +14,7 @@ tensor (B, 3, T, H, W):
 Architecture (the standard one): a 7x7x7 stride-2 stem, 1x3x3 max pools, 1x1x1 and 3x3x3 convs,
 nine inflated Inception modules (3b-3c, 4b-4f, 5b-5c), 3D max pools with TF 'SAME' padding, a
 2x7x7 average pool and a 1x1x1 conv to 400 logits. Every conv but the last: no bias, BatchNorm
-(eps 1e-3), ReLU. The stand-in values follow backends/stand_in.py's rules (`seeded_state`).
+(eps 1e-3), ReLU. The stand-in values follow backends/stand_in's rules (`seeded_state`).
 """
 from pathlib import Path
 
@@ -132,9 +132,9 @@ def build_network():
 
 
 def stand_in_state(seed: int) -> dict:
-    """{name: numpy array} of the stand-in I3D, by backends/stand_in.py's rules; the logits conv is
+    """{name: numpy array} of the stand-in I3D, by backends/stand_in's rules; the logits conv is
     the score head (std 1/sqrt(fan_in)), so the 400 features are O(1)."""
-    from theval_mesh.backends.stand_in import seeded_state
+    from theval_mesh.backends.stand_in.rules import seeded_state
 
     net = build_network()
     return seeded_state(net, seed, last_linear=("logits.conv",))

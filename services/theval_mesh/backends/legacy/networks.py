@@ -1,7 +1,7 @@
 """A legacy metric's network weights in the weights store (registry.LEGACY_MODELS): where the file
 is, what it is (checksum, stand-in or not) and why a metric is skipped without it. The networks:
 backends/legacy/syncnet.py (LSE-C/LSE-D), fid.py (FID), fvd.py (FVD). A file that STAND-IN.json
-records as a deterministic stand-in (backends/stand_in.py) passes the checksum check: it is never
+records as a deterministic stand-in (backends/stand_in) passes the checksum check: it is never
 the published file, and provenance and the store say so.
 """
 from pathlib import Path
@@ -25,7 +25,7 @@ def weight_file(name: str, store=None) -> Path:
             f"store here (or download {f.url} into it)")
     if f.sha256_prefix:
         sha = sha256_file(path)
-        # a stand-in STAND-IN.json records (backends/stand_in.py) is accepted as what it is
+        # a stand-in STAND-IN.json records (backends/stand_in) is accepted as what it is
         if sha.startswith(f.sha256_prefix) or ws.stand_in_seed(root, f.name, sha) is not None:
             return path
         raise WeightsMissing(f"{m.metrics} skipped: {path} is not the published {m.network} weights "

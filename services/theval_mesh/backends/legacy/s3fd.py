@@ -136,7 +136,7 @@ class S3FD:
 
 # ---------------------------------------------------------------- the STAND-IN sfd_face.pth
 # Random weights cannot find faces, so the stand-in's heads are DESIGNED (the rest follows
-# backends/stand_in.py's rules): only the coarsest level, conv7_2 (stride 128, a 512-px anchor),
+# backends/stand_in's rules): only the coarsest level, conv7_2 (stride 128, a 512-px anchor),
 # calls anything a face, with a fixed face logit; its box is the anchor shrunk to a face's size
 # plus a small content-dependent shift, so boxes move a few pixels with the picture. At
 # run_pipeline.py's scale 0.25 a 512x512 frame is a 128-px input whose conv7_2 map is one cell at
@@ -150,7 +150,7 @@ STAND_IN_CONTENT = 5e-5      # std of conv7_2's box-delta weights: its features'
 
 def stand_in_state(seed: int) -> dict:
     """The stand-in sfd_face.pth: {key: numpy array} of S3FDNet's state dict (the design above)."""
-    from theval_mesh.backends.stand_in import _normal, seeded_state
+    from theval_mesh.backends.stand_in.rules import normal, seeded_state
 
     state = seeded_state(S3FDNet(), seed)
     coarsest = len(_SOURCES) - 1
@@ -160,7 +160,7 @@ def stand_in_state(seed: int) -> dict:
         state[f"conf.{k}.weight"] = np.zeros_like(state[f"conf.{k}.weight"])
         state[f"conf.{k}.bias"] = conf_b
         loc_w = f"loc.{k}.weight"
-        state[loc_w] = (_normal(seed, loc_w, state[loc_w].shape, STAND_IN_CONTENT) if k == coarsest
+        state[loc_w] = (normal(seed, loc_w, state[loc_w].shape, STAND_IN_CONTENT) if k == coarsest
                         else np.zeros_like(state[loc_w]))
         shrink = np.log(STAND_IN_SIDE) / sb.VARIANCE[1] if k == coarsest else 0.0
         state[f"loc.{k}.bias"] = np.array([0.0, 0.0, shrink, shrink], np.float32)

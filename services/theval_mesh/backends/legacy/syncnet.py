@@ -87,6 +87,22 @@ def load_state(net: nn.Module, state: dict, path) -> nn.Module:
     return net.eval()
 
 
+def stand_in_state(seed: int) -> dict:
+    """The stand-in syncnet_v2.model (backends/stand_in's rules), as the real file holds it:
+    syncnet_v2.model predates BatchNorm's num_batches_tracked (torch 0.4.1), so it has none."""
+    from theval_mesh.backends.stand_in.rules import seeded_state
+
+    state = seeded_state(SyncNet(), seed, last_linear=("netfcaud.3", "netfclip.3"))
+    # SyncNet reads raw 0..255 pixels and unscaled MFCCs: He-random first kernels would answer
+    # the brightness and the loudness, the same in every window, and distances would differ by
+    # 0.05 % between shifts. Zero-mean first kernels answer edges, motion and spectral shape,
+    # as a trained front end does, so that the offset search has something to find.
+    for first in ("netcnnlip.0.weight", "netcnnaud.0.weight"):
+        w = state[first]
+        state[first] = (w - w.mean(axis=tuple(range(1, w.ndim)), keepdims=True)).astype(np.float32)
+    return {k: v for k, v in state.items() if not k.endswith("num_batches_tracked")}
+
+
 def load(store=None) -> tuple[SyncNet, str]:
     """The network with syncnet_v2.model from the store, and the file's path (WeightsMissing with
     the reason when it is absent or not that network)."""

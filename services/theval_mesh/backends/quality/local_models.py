@@ -64,7 +64,7 @@ class LocalModels:
 
     def describe(self, name: str) -> dict:
         """{"pyiqa": version, "files": {file name: sha256}, "stand_in": {file name: seed}} of the
-        loaded model (stand_in: its files that are deterministic stand-ins, see backends/stand_in.py)."""
+        loaded model (stand_in: its files that are deterministic stand-ins, see backends/stand_in)."""
         import pyiqa
         self.load(name)
         files = dict(self._files[name])

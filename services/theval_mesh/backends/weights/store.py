@@ -17,7 +17,7 @@ from theval_mesh.backends.weights.registry import model as get_model
 from theval_mesh.pure.errors import UserError
 
 MANIFEST = "SHA256SUMS"
-MARKER = "STAND-IN.json"  # written by backends/stand_in.py next to the stand-in files it generates
+MARKER = "STAND-IN.json"  # written by backends/stand_in next to the stand-in files it generates
 FETCH_HINT = "run `theval weights fetch` on a machine with internet access and copy the store here"
 
 
@@ -81,7 +81,7 @@ class FileRow:
     expected: str | None = None  # published prefix or SHA256SUMS entry
     state: str = ""  # status: present|missing|stand-in; verify: ok|mismatch|missing|unverified|stand-in
     detail: str = ""
-    stand_in_seed: int | None = None  # a deterministic stand-in file (backends/stand_in.py) of this seed
+    stand_in_seed: int | None = None  # a deterministic stand-in file (backends/stand_in) of this seed
 
 
 def _models(models) -> list:

@@ -8,7 +8,7 @@ plus `pip install --no-deps pytorch-fid==0.3.0` and `pip install omegaconf` for 
         --stylegan-v STYLEGAN_V_CHECKOUT [--project-python .venv/bin/python]
 
 Step 1 runs in the PROJECT's Python (this file, `prepare`): it writes the stand-in weights with
-theval_mesh.backends.legacy.stand_ins.write (seed 0) and decodes the clips with the project's
+theval_mesh.backends.stand_in.write (seed 0, the FID and FVD networks) and decodes the clips with the project's
 MediaReader, writing every frame used as a PNG (lossless: pytorch-fid reads the same uint8 values).
 Step 2 (this Python): FID with `pytorch_fid.fid_score.calculate_fid_given_paths` (its InceptionV3,
 its weights loader reading the stand-in from $TORCH_HOME/hub/checkpoints, its ImagePathDataset,
@@ -47,10 +47,10 @@ def prepare(work: Path) -> None:
     """In the project's Python: stand-in weights and the frames as PNG files."""
     from PIL import Image
 
-    from theval_mesh.backends.legacy import stand_ins
+    from theval_mesh.backends import stand_in
     from theval_mesh.backends.media.decode import MediaReader
 
-    marker = stand_ins.write(work / "store", SEED)
+    marker = stand_in.write(work / "store", SEED, models=(), legacy=["fid-inception", "fvd-i3d"])
     for side, kind in SETS.items():
         for speaker in SPEAKERS:
             folder = work / "frames" / side / speaker
