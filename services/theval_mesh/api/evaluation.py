@@ -169,7 +169,11 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
                              quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address,
                              partial_score=partial_score, cache=cache, inference=inference)
     out.mkdir(parents=True, exist_ok=True)
-    store = SqlJobStore(out / results_files.RESULTS_DB)
+    db = out / results_files.RESULTS_DB
+    if db.is_symlink():  # SQLite would write through it, to a file outside the folder
+        raise UserError(f"{db} is a symbolic link; a results folder keeps its own store: remove the link or "
+                        "choose another --out")
+    store = SqlJobStore(db)
     try:
         for line in settings_changed(store.scored_otherwise(items, spec.settings_key()), spec.settings):
             if progress:

@@ -15,6 +15,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from theval_mesh.outputs.results_files import RESULTS_JSONL
+from theval_mesh.outputs.whole_files import write_text
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics import legacy as lm
 from theval_mesh.pure.metrics.registry import FACE_QUALITY, MOUTH_QUALITY, QUALITY, REGISTRY, in_group
@@ -341,7 +342,7 @@ def build_report(results_dir, out=None, thumbnails: int | None = THUMBNAILS_PER_
     # One pass over the template: a value (a video's name, plotly.js) is never scanned for markers.
     page = re.sub(r"%([A-Z]+)%", lambda m: values[m.group(1)], _template())
     path = Path(out) if out else results_dir / REPORT
-    path.write_text(page, encoding="utf-8")
+    write_text(path, page)
     return path
 
 

@@ -13,6 +13,7 @@ from theval_mesh.core.incidents import logged_internal
 from theval_mesh.core.preflight import pairing_of
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import OK, VideoResult
+from theval_mesh.outputs.whole_files import replacing, write_text
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import NotRanked, UserError
 from theval_mesh.pure.metrics.registry import REGISTRY
@@ -57,7 +58,7 @@ def write_results_csv(results: list[VideoResult], board: Leaderboard | None, pat
             + [f"norm_{k}" for k in keys] + ["final_score"]
             + ["nan_reasons", "frames_total", "frames_used", "face_frames", "fps", "width", "height",
                "seconds", "warnings", "drift_flags", "provenance"])
-    with open(path, "w", newline="") as f:
+    with replacing(path) as new, open(new, "w", newline="") as f:
         w = csv_cells.Writer(f)
         w.writerow(cols)
         for r in sorted(results, key=lambda r: (r.model, r.video)):
@@ -174,17 +175,21 @@ def _ink(rgba) -> str:
 
 def write_leaderboard_tex(board: Leaderboard, path: Path) -> None:
     """leaderboard.tex: the booktabs table of tables.leaderboard_latex."""
-    Path(path).write_text(tables.leaderboard_latex(board), encoding="utf-8")
+    write_text(path, tables.leaderboard_latex(board))
 
 
 def plot_leaderboard(board: Leaderboard, path: Path, proxies=(), svg: Path | None = None):
     """leaderboard.png at PLOT_DPI, and the same figure as `svg` when given."""
     import matplotlib.pyplot as plt
     fig = leaderboard_figure(board, proxies)
-    fig.savefig(path, dpi=PLOT_DPI)
-    if svg is not None:
-        fig.savefig(svg, format="svg")
-    plt.close(fig)
+    try:
+        with replacing(path) as new:
+            fig.savefig(new, dpi=PLOT_DPI)
+        if svg is not None:
+            with replacing(svg) as new:
+                fig.savefig(new, format="svg")
+    finally:
+        plt.close(fig)
 
 
 def _scale(values) -> tuple[float, float]:
@@ -253,13 +258,18 @@ def leaderboard_figure(board: Leaderboard, proxies=()):
 
 def _write_per_video(out: Path, results: list[VideoResult], board: Leaderboard | None) -> list[str]:
     """results.jsonl and results.csv (with the board's columns when there is one)."""
-    (out / FILES["results_jsonl"]).write_text("".join(_jsonl_line(r, board) + "\n" for r in results))
+    write_text(out / FILES["results_jsonl"], "".join(_jsonl_line(r, board) + "\n" for r in results))
     write_results_csv(results, board, out / FILES["results_csv"])
     return [FILES["results_jsonl"], FILES["results_csv"]]
 
 
+def _write_raw_csv(rows, path: Path):
+    with replacing(path) as new:
+        tables.write_raw_csv(rows, new)
+
+
 def _write_json(path: Path, document: dict):
-    path.write_text(json.dumps(document, indent=1, sort_keys=True, allow_nan=False, default=str))
+    write_text(path, json.dumps(document, indent=1, sort_keys=True, allow_nan=False, default=str))
 
 
 def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, run_info: dict) -> dict:
@@ -267,14 +277,15 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / file for name, file in FILES.items()}
     _write_per_video(out, results, board)
-    tables.write_raw_csv(rows, paths["raw_metrics"])
-    tables.write_leaderboard_csv(board, paths["leaderboard_csv"])
+    _write_raw_csv(rows, paths["raw_metrics"])
+    with replacing(paths["leaderboard_csv"]) as new:
+        tables.write_leaderboard_csv(board, new)
     scored = next((r for r in results if r.provenance), None)
     top = f"{headline(scored.provenance)}\n\n" if scored else ""
-    paths["leaderboard_md"].write_text(top + tables.leaderboard_markdown(board))
+    write_text(paths["leaderboard_md"], top + tables.leaderboard_markdown(board))
     write_leaderboard_tex(board, paths["leaderboard_tex"])
     plot_leaderboard(board, paths["plot"], _proxies(run_info.get("provenance")), svg=paths["plot_svg"])
-    paths["run"].write_text(json.dumps(run_info, indent=2, sort_keys=True, default=str))
+    write_text(paths["run"], json.dumps(run_info, indent=2, sort_keys=True, default=str))
     _write_json(paths["results_json"], results_document(board, rows, results, run_info))
     return paths
 
@@ -320,7 +331,7 @@ def write_results(out: Path, store, job) -> Written:
         return Written(board, results, rows, write_all(out, results, rows, board, run_info))
     written = _write_per_video(out, results, None)
     if rows:
-        tables.write_raw_csv(rows, out / FILES["raw_metrics"])
+        _write_raw_csv(rows, out / FILES["raw_metrics"])
         written.append(FILES["raw_metrics"])
     _write_json(out / FILES["results_json"], results_document(None, rows, results, run_info, not_ranked=reason))
     written.append(FILES["results_json"])
