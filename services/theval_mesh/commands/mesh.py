@@ -3,11 +3,10 @@ import argparse
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
+from theval_mesh.backends.private_files import new_private_folder, open_log
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_ERROR
 from theval_mesh.pure.services import BY_NAME, DEPENDENCIES, SERVICES
@@ -112,10 +111,10 @@ def _start_triton(args, procs: dict):
     head-pose services then take --backend triton --triton-url (they wait for it to answer)."""
     from theval_mesh.rpc.triton.repository import default_repository
     from theval_mesh.rpc.triton.server import TritonServer
-    log_path = Path(tempfile.gettempdir()) / f"theval-mesh-triton-{args.port}.log"
+    log_path = new_private_folder("theval-mesh-triton-") / "triton.log"
     print(f"theval mesh: starting Triton (its log: {log_path})", flush=True)
     procs["triton"] = TritonServer(default_repository(), weights_store=args.weights_store,
-                                   log=open(log_path, "a")).spawn()
+                                   log=open_log(log_path)).spawn()
     args.backend, args.triton_url = "triton", procs["triton"].address
 
 

@@ -2,10 +2,10 @@
 import os
 import signal
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
+from theval_mesh.backends.private_files import new_private_folder, open_log
 from theval_mesh.pure.errors import UserError
 
 DEFAULT_PORTS = {"grpc": 8001, "http": 8000, "metrics": 8002}  # Triton's own defaults
@@ -52,7 +52,7 @@ def start(args, log_path: Path):
         raise UserError(f"--model-repository {repository}: not a folder")
     server = TritonServer(repository, host=args.host, grpc_port=args.grpc_port, http_port=args.http_port,
                           metrics_port=args.metrics_port, models=args.model, weights_store=args.weights_store,
-                          config_name=args.config_name, log=open(log_path, "a"), tls=_tls(args))
+                          config_name=args.config_name, log=open_log(log_path), tls=_tls(args))
     try:
         return server.start()
     except RuntimeError as err:
@@ -87,7 +87,7 @@ def print_states(server, stream=sys.stdout):
 
 
 def run(args) -> int:
-    log_path = Path(args.log) if args.log else Path(tempfile.gettempdir()) / f"theval-triton-{args.grpc_port}.log"
+    log_path = Path(args.log) if args.log else new_private_folder("theval-triton-log-") / "triton.log"
     print(f"theval triton: starting (its log: {log_path}) ...", flush=True)
     server = start(args, log_path)
     stop = threading.Event()

@@ -16,14 +16,16 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from theval_mesh.backends.private_files import open_log, private_folder
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.store_location import is_server
 
 
 def log_path(store, job_id: str) -> Path:
-    """Beside a store file; for a database server, in this machine's temporary folder."""
-    folder = (Path(tempfile.gettempdir()) / "theval-job-logs" if is_server(store)
+    """Beside a store file; for a database server, in this user's own folder of this machine's
+    temporary folder (mode 700: a log names videos and addresses)."""
+    folder = (Path(tempfile.gettempdir()) / f"theval-job-logs-{os.getuid()}" if is_server(store)
               else Path(store).with_suffix(".logs"))
     return folder / f"{job_id}.log"
 
@@ -32,12 +34,12 @@ def start_driver(store_path, job_id: str, workers: int | None = None, ray_addres
                  metrics_port: int | None = None, env: dict | None = None) -> tuple[subprocess.Popen, Path]:
     """env: added to this process's environment (e.g. the token its workers call the evaluator with)."""
     log = log_path(store_path, job_id)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(log.parent)
     cmd = [sys.executable, "-m", "theval_mesh.jobs.drivers", job_id, "--store", str(store_path)]
     for flag, value in (("--workers", workers), ("--ray-address", ray_address), ("--metrics-port", metrics_port)):
         if value is not None:
             cmd += [flag, str(value)]
-    with open(log, "a") as out:
+    with open_log(log) as out:
         driver = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                   env={**os.environ, **(env or {})}, start_new_session=True)  # outlives its starter and its terminal
     return driver, log
