@@ -79,7 +79,7 @@ def test_a_path_given_alone_is_named_for_what_it_is(folder):
 
 # ------------------------------------------------------------------------------ --model NAME=DIR
 def one_line_error(capsys, argv) -> str:
-    assert main(argv) == 1
+    assert main(argv) == 2  # bad usage (docs/usage.md's exit codes)
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     return err

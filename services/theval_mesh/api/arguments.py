@@ -4,7 +4,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.errors import UsageRefused
 from theval_mesh.pure.settings import RunSettings
 
 Models = Mapping[str, str | Path] | Iterable[tuple[str, str | Path]]
@@ -20,7 +20,7 @@ def run_settings(settings: RunSettings | None, options: dict[str, Any]) -> RunSe
     try:
         return RunSettings(**options)
     except ValueError as err:
-        raise UserError(str(err)) from None
+        raise UsageRefused(str(err)) from None
 
 
 def model_pairs(models: Models) -> list[tuple[str, str]]:

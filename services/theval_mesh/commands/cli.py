@@ -1,5 +1,6 @@
 """The `theval` console script. Each command lives in its own module with register()."""
 import argparse
+import difflib
 import importlib
 import sys
 
@@ -34,7 +35,10 @@ def main(argv=None) -> int:
     command = first if first in COMMANDS else None
     args = None
     try:
-        args = build_parser(first if command or first == VERSION_FLAG else None).parse_args(argv)
+        parser = build_parser(first if command or first == VERSION_FLAG else None)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            refuse_unknown(parser, argv, unknown)
         return int(args.func(args) or EXIT_OK)
     except ModuleNotFoundError as err:  # an extra not installed (the base install has none)
         line = missing_extra(err, command, getattr(args, "service", None))
@@ -49,6 +53,23 @@ def main(argv=None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
+
+
+def refuse_unknown(parser: argparse.ArgumentParser, argv: list[str], unknown: list[str]):
+    """argparse's "unrecognized arguments" (exit 2), from the (sub)command's own parser (its usage,
+    not the top level's), with the nearest flag of that command for each mistyped one."""
+    own = parser
+    for word in argv:  # down the commands named: `bulk submit` is submit's parser
+        subparsers = next((a for a in own._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if subparsers is None:
+            break
+        own = subparsers.choices.get(word, own)
+    flags = [f for action in own._actions for f in action.option_strings]
+    words = []
+    for word in unknown:
+        near = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1) if word.startswith("--") else []
+        words.append(f"{word} (did you mean {near[0]}?)" if near else word)
+    own.error(f"unrecognized arguments: {' '.join(words)}")
 
 
 if __name__ == "__main__":

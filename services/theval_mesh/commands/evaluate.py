@@ -8,7 +8,7 @@ from theval_mesh.api.evaluation import evaluate
 from theval_mesh.core.inputs import parse_model_arg
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import FAILED
-from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.errors import UsageRefused
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.inference import DEVICE_HELP, PRECISIONS, RUNTIMES, InferenceOptions
 from theval_mesh.pure.scoring import tables
@@ -86,7 +86,7 @@ def settings_from(args) -> RunSettings:
     try:
         return RunSettings.from_values(vars(args))
     except ValueError as err:
-        raise UserError(str(err)) from err
+        raise UsageRefused(str(err)) from err
 
 
 def register(sub):

@@ -7,7 +7,7 @@ import threading
 import time
 
 from theval_mesh.backends.private_files import new_private_folder, open_log
-from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.errors import UsageRefused, UserError
 from theval_mesh.pure.exit_codes import EXIT_ERROR
 from theval_mesh.pure.services import BY_NAME, DEPENDENCIES, SERVICES
 from theval_mesh.rpc import config
@@ -56,7 +56,7 @@ def print_prometheus_config(args) -> int:
     for target in args.target:
         service, _, address = target.partition("=")
         if not service or ":" not in address:
-            raise UserError(f"--target {target}: expected SERVICE=HOST:PORT")
+            raise UsageRefused(f"--target {target}: expected SERVICE=HOST:PORT")
         targets[service] = address
     sys.stdout.write(prometheus_config_text(targets, args.interval, args.rules))
     return 0

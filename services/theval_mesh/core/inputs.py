@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from theval_mesh.backends.media.files import not_a_file
-from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.errors import UsageRefused, UserError
 from theval_mesh.pure.user_names import check_name
 
 VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".webm", ".avi")
@@ -24,10 +24,10 @@ def parse_model_arg(text: str) -> tuple[str, str]:
     than cut at the first '=' and DIR looked for as 'b=DIR'."""
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
-        raise UserError(f"--model {text!r}: expected NAME=DIR (e.g. --model sadtalker=videos/sadtalker)")
+        raise UsageRefused(f"--model {text!r}: expected NAME=DIR (e.g. --model sadtalker=videos/sadtalker)")
     if "=" in path and not os.path.lexists(path):
         meant, folder = text.rsplit("=", 1)
-        raise UserError(f"--model {text!r}: no folder {path!r}, and a model name cannot hold '=': name it with "
+        raise UsageRefused(f"--model {text!r}: no folder {path!r}, and a model name cannot hold '=': name it with "
                         f"letters, digits, spaces and . : @ + ( ) # / - _ (e.g. --model {meant.replace('=', '_')}={folder})")
     return check_name("--model name", name), path
 

@@ -29,8 +29,9 @@ class InputsRefused(UserError):
 
 
 class UsageRefused(UserError):
-    """A flag the machine cannot honour, refused before any work (e.g. --device cuda without a
-    usable GPU): exits as bad usage."""
+    """Bad usage, refused before any work: a flag's value that is malformed (--model without
+    NAME=, HOST:PORT without a port, a setting out of range) or that the machine cannot honour
+    (--device cuda without a usable GPU). Exits 2, as argparse's own errors."""
     exit_code = EXIT_USAGE
 
 

@@ -7,7 +7,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from theval_mesh.core.results import VideoResult
-from theval_mesh.pure.errors import Cancelled, ServiceError, UserError
+from theval_mesh.pure.errors import Cancelled, ServiceError, UsageRefused, UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.admission import is_busy
@@ -27,7 +27,7 @@ class MeshEngine:
         """security: TLS and the token; default from THEVAL_TLS_CA, THEVAL_TOKEN, ... (rpc.security)."""
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
-            raise UserError(f"--mesh {address!r}: expected HOST:PORT of the evaluator, e.g. 127.0.0.1:50051")
+            raise UsageRefused(f"--mesh {address!r}: expected HOST:PORT of the evaluator, e.g. 127.0.0.1:50051")
         self.address, self.settings, self.timeout_s = address, settings, timeout_s
         self.channel = client_channel(address, security or ClientSecurity.from_env(),
                                       options=[("grpc.max_receive_message_length", 64 << 20)])

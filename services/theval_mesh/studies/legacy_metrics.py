@@ -26,7 +26,7 @@ from theval_mesh.core.inputs import VIDEO_SUFFIXES, discover, videos_in
 from theval_mesh.core.results import json_safe
 from theval_mesh.outputs.results_files import SCHEMA_ID
 from theval_mesh.pure import csv_cells
-from theval_mesh.pure.errors import UserError, VideoError, WeightsMissing
+from theval_mesh.pure.errors import UsageRefused, UserError, VideoError, WeightsMissing
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.metrics import identity, lse
 from theval_mesh.pure.metrics import legacy as lm
@@ -91,7 +91,7 @@ def generated_models(paths: list[str], names: list[str] | None = None) -> list[t
     --model gives one name for all of them or one per path."""
     names = names or []
     if len(names) not in (0, 1, len(paths)):
-        raise UserError(f"--model given {len(names)} times for {len(paths)} --generated paths: give one "
+        raise UsageRefused(f"--model given {len(names)} times for {len(paths)} --generated paths: give one "
                         "name for all of them or one per path, in the same order")
     out = []
     for i, path in enumerate(paths):
@@ -246,7 +246,7 @@ def summarize(rows: list[LegacyRow], models: list[str], network_values: dict | N
 def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limits(),
         progress: bool = True, lse_pipeline: str = lse.SYNCNET_PYTHON, source_image=None) -> LegacyRun:
     if lse_pipeline not in lse.PIPELINES:
-        raise UserError(f"--lse-pipeline {lse_pipeline!r}: one of {', '.join(lse.PIPELINES)}")
+        raise UsageRefused(f"--lse-pipeline {lse_pipeline!r}: one of {', '.join(lse.PIPELINES)}")
     rows = pair_by_name(models, gt_dir)
     skipped = [r for r in (skip_reason(name, store) for name in NETWORK_COLUMNS) if r]
     provenance = {"LMD-F/LMD-M": "MediaPipe FaceMesh (478 points, one tracking pass), 256-scale px",

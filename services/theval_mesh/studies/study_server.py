@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from theval_mesh.core.inputs import parse_model_arg, videos_in
-from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.errors import UsageRefused, UserError
 from theval_mesh.pure.study_plan import Pair, plan_pairs
 from theval_mesh.pure.user_names import check_name
 from theval_mesh.stores.study_store import StudyStore
@@ -84,10 +84,10 @@ def model_folders(args: list[str]) -> dict[str, Path]:
             raise UserError(f"--models {text}: no such folder")
         check_name("model name", name)
         if name in folders:
-            raise UserError(f"model name {name!r} given twice: name them with NAME=DIR")
+            raise UsageRefused(f"model name {name!r} given twice: name them with NAME=DIR")
         folders[name] = folder
     if len(folders) < 2:
-        raise UserError("--models: give at least two folders of videos")
+        raise UsageRefused("--models: give at least two folders of videos")
     return folders
 
 
@@ -113,7 +113,7 @@ def load_study(models: list[str], store: str, rater: str, seed: int = 0, limit: 
     folders = model_folders(models)
     check_name("--rater", rater)
     if limit is not None and limit < 1:
-        raise UserError("--pairs: give a number of pairs >= 1")
+        raise UsageRefused("--pairs: give a number of pairs >= 1")
     study_id, pairs = plan_pairs({m: videos_by_name(f) for m, f in folders.items()}, seed, limit)
     if not pairs:
         raise UserError("no video name is shared by two of the model folders: pairs are made by file name")
