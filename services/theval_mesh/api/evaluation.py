@@ -1,5 +1,6 @@
 """evaluate(): score a GT set and models' videos, rank the models against the GT (what
 `theval evaluate` runs, and what a notebook calls)."""
+import os
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ from theval_mesh.pure.inference import InferenceOptions
 from theval_mesh.pure.scoring import tables
 from theval_mesh.pure.scoring.final_score import Leaderboard
 from theval_mesh.pure.settings import RunSettings
+from theval_mesh.pure.workers import choose_workers
 from theval_mesh.stores import result_cache
 from theval_mesh.stores.job_store import SqlJobStore
 
@@ -86,7 +88,7 @@ class Evaluation:
 
 
 def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, settings: RunSettings | None = None,
-             workers: int = 1, gt_name: str = "GT", weights: Mapping[str, float] | str | None = None,
+             workers: int | str = "auto", gt_name: str = "GT", weights: Mapping[str, float] | str | None = None,
              weights_store: str | None = None, progress: bool = True, mesh: str | None = None,
              inline: bool | None = None, ray_address: str | None = None, partial_score: bool = False,
              allow_unpaired: bool = False, cache: bool | str | Path = True, log_to: str | None = None,
@@ -102,6 +104,8 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
     same `out`, it skips the videos already scored with these settings. Without `out` it runs in
     a temporary folder, removed before returning: nothing is written, nothing resumes.
 
+    workers: a number, or "auto" (pure.workers.choose_workers: one worker on fewer than 4 cores
+    unless 64 videos or more, else up to 4; the choice and why go to stderr with `progress`).
     Runs in this process with one worker (inline=None chooses it when workers == 1 and no
     `ray_address`: a local Ray's start costs more than it gives one worker), else on Ray
     (`workers` actors, each loading the models once; a local Ray unless `ray_address`) or as
@@ -141,8 +145,7 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
                allow_unpaired=allow_unpaired,
                weights_store=weights_store, cache=result_cache.location(cache),
                inference=InferenceOptions(runtime, device, precision).to_dict(),
-               progress=progress, mesh=mesh, ray_address=ray_address,
-               inline=(workers == 1 and ray_address is None) if inline is None else inline)
+               progress=progress, mesh=mesh, ray_address=ray_address, inline=inline)
     if out is not None:
         evaluation = _evaluate(str(gt), pairs, Path(out), **run)
         if log_to:
@@ -155,12 +158,17 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
     return evaluation
 
 
-def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSettings, workers: int, gt_name: str,
-              weights, partial_score: bool, allow_unpaired: bool, weights_store, cache: str | None, progress: bool,
-              mesh: str | None, inline: bool,
+def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSettings, workers: int | str,
+              gt_name: str, weights, partial_score: bool, allow_unpaired: bool, weights_store, cache: str | None,
+              progress: bool, mesh: str | None, inline: bool | None,
               ray_address: str | None, inference: dict) -> Evaluation:
     inputs = [(gt_name, gt)] + models
     items = plan(inputs)
+    workers, why = choose_workers(workers, len(items), os.cpu_count() or 1)
+    if why and progress:
+        print(f"workers: {workers} ({why}; --workers N chooses)", file=sys.stderr)
+    if inline is None:
+        inline = workers == 1 and ray_address is None
     # Missing weights or a mesh that does not answer stop the run here, with one clear line.
     # Inputs with nothing to score, models that pair with no GT video and a GT that cannot normalise a
     # metric stop here too, before any model loads.

@@ -1,5 +1,4 @@
 """`theval demo`: make the synthetic kit, score GT against its degraded variants, show the board."""
-import os
 from pathlib import Path
 
 from theval_mesh.api.evaluation import evaluate
@@ -25,7 +24,7 @@ def register(sub):
     p.add_argument("--size", type=int, default=256, metavar="PX", help="frame size (default 256)")
     p.add_argument("--seed", type=int, default=0)
     add_run_options(p)
-    p.set_defaults(func=run, workers=min(2, os.cpu_count() or 1))
+    p.set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -14,6 +14,7 @@ from theval_mesh.pure.inference import DEVICE_HELP, PRECISIONS, RUNTIMES, Infere
 from theval_mesh.pure.scoring import tables
 from theval_mesh.pure.scoring.final_score import WEIGHTS_EXAMPLE
 from theval_mesh.pure.settings import SETTINGS, RunSettings
+from theval_mesh.pure.workers import AUTO, workers_arg
 
 
 def add_run_options(p: argparse.ArgumentParser):
@@ -32,8 +33,10 @@ def add_run_options(p: argparse.ArgumentParser):
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="fp32 (default), or fp16/bf16 on torch: other numbers, labelled in every output and never "
                         "mixed with fp32 results")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="Ray workers: videos scored in parallel, each worker loading the models once (default 1)")
+    p.add_argument("--workers", type=workers_arg, default=AUTO, metavar="N",
+                   help="Ray workers: videos scored in parallel, each worker loading the models once (default auto: "
+                        "one, in this process, on fewer than 4 cores unless 64 videos or more; the choice and why "
+                        "are printed)")
     p.add_argument("--weights", default=None, metavar="SPEC",
                    help=f'Final-score weights: JSON, a JSON file, or "{WEIGHTS_EXAMPLE}"')
     p.add_argument("--partial-score", action="store_true",
