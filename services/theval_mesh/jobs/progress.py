@@ -29,14 +29,19 @@ def resuming(job) -> str | None:
 
 
 class Progress:
-    """A videos bar, and one line per failed video or warning, fed by the runner's on_result."""
+    """A videos bar, and one line per failed video or warning, fed by the runner's on_result. When
+    stderr is not a terminal (a log file, a batch scheduler's output), no bar: one plain line per
+    finished video, without the cursor codes a bar redraws itself with."""
 
     def __init__(self, job, enabled: bool = True, frames: bool = False):
         """frames: also a bar of the frames of the video being scored (an inline run, where the
         frames are decoded in this process): a long video moves too."""
-        self.bar = tqdm(total=job.total, initial=job.done, desc="videos", unit="video", disable=not enabled)
+        self.plain = enabled and not sys.stderr.isatty()
+        bars = enabled and not self.plain
+        self.total, self.done = job.total, job.done
+        self.bar = tqdm(total=job.total, initial=job.done, desc="videos", unit="video", disable=not bars)
         self.reused = self.scored = 0
-        self.frames = tqdm(desc="frames", unit="frame", position=1, leave=False, disable=not (enabled and frames))
+        self.frames = tqdm(desc="frames", unit="frame", position=1, leave=False, disable=not (bars and frames))
         line = resuming(job)
         if line:
             self.bar.write(line, file=sys.stderr)
@@ -55,6 +60,11 @@ class Progress:
             self.bar.set_postfix_str(f"cache: {self.reused} reused, {self.scored} scored", refresh=False)
         self.bar.update(1)
         self.frames.reset()
+        self.done += 1
+        if self.plain:
+            state = "reused" if result.reused else "failed" if result.status == FAILED else "scored"
+            print(f"videos {self.done}/{self.total}: {state} [{result.model}] {result.video}", file=sys.stderr,
+                  flush=True)
 
     def frame(self, n: int):
         self.frames.update(n)
