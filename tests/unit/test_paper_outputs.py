@@ -108,7 +108,8 @@ def test_leaderboard_csv_appends_the_interval_bounds_after_the_note(tmp_path):
         rows = {r["Model"]: r for r in csv.DictReader(f)}
     note = header.index("Note")
     assert header[:note + 1] == ["Rank", "Model", *METRICS, *GROUPS, FINAL, *(f"n:{m}" for m in METRICS), "Note"]
-    assert header[note + 1:] == tables.ci_columns() and len(tables.ci_columns()) == 24
+    assert header[note + 1:] == [*tables.ci_columns(), tables.SETUP_COLUMN] and len(tables.ci_columns()) == 24
+    assert {r[tables.SETUP_COLUMN] for r in rows.values()} == {"the published figures' setup"}
     assert all(rows["GT"][c] == "" for c in tables.ci_columns())  # the GT: no interval of a normalised score
     assert all(rows["gap"][c] == "" for c in tables.ci_columns())  # no interval known
     for model in ("best", "far"):
@@ -176,3 +177,29 @@ def test_the_api_gives_the_latex_table_and_short_rows():
     assert re.match(r"LeaderboardRow\(rank=1, model='best', final=0\.7\d+ \[", repr(row))
     assert row.to_dict()["normalised_ci"] == b.uncertainty.rows["best"].normalised
     assert len(repr(evaluation)) < 2000
+
+
+def test_a_table_cut_out_of_its_folder_keeps_its_labels(tmp_path):
+    """grep -ci proxy leaderboard.tex leaderboard.csv gave 0 and 0: the proxy's columns and how the
+    setup differs from the published one now travel with the .tex, .csv and .md tables."""
+    setup = ["training-free proxy for face_quality: the published figures come from the quality models",
+             "head pose by rigid-fit, an offline stand-in"]
+    provenance = {"profile": "reference", "quality": {"face_quality": "proxy:luma"}, "published_gt_blockers": setup}
+    res = [VideoResult(model, f"/v/{model}/{i}.mp4", OK, provenance=provenance,
+                       metrics={m.key: float(v) for m, v in zip(REGISTRY, np.arange(1, 9) * scale + 0.01 * i)})
+           for model, scale in (("GT", 1.0), ("m", 1.1)) for i in range(3)]
+    rows = [RawRow(m, {k: float(np.mean([r.metrics[g.key] for r in res if r.model == m]))
+                       for k, g in zip(METRICS, REGISTRY)}, dict.fromkeys(METRICS, 3)) for m in ("GT", "m")]
+    b = leaderboard(rows, gt_name="GT")
+    paths = results_files.write_all(tmp_path, res, rows, b, {"settings": {}, "provenance": provenance})
+    tex = paths["leaderboard_tex"].read_text()
+    assert r"Face quality$^\dagger$ $\uparrow$" in tex and r"Mouth quality $\uparrow$" in tex
+    assert r"$^\dagger$ training-free proxy, not the paper's quality models." in tex
+    assert "not comparable with the published figures: training-free proxy for face" in tex
+    assert tex.index(r"\bottomrule") < tex.index("not comparable") < tex.index(r"\end{tabular}")
+    with open(paths["leaderboard_csv"], newline="") as f:
+        cells = {r[tables.SETUP_COLUMN] for r in csv.DictReader(f)}
+    assert cells == {"not comparable with the published figures: " + "; ".join(setup)}
+    assert "Not comparable with the published figures" in paths["leaderboard_md"].read_text()
+    evaluation = Evaluation(results=res, leaderboard=_rows(b, rows), board=b, paths={})
+    assert evaluation.to_latex() == tex

@@ -78,7 +78,9 @@ class Evaluation:
         """The leaderboard as a booktabs LaTeX table, what leaderboard.tex holds (with `out`,
         paths["leaderboard_tex"]; the plot as SVG: paths["plot_svg"]): each cell the mean and the
         half-width of its 95 % interval, the best model per column in bold."""
-        return tables.leaderboard_latex(self.board, decimals)
+        scored = next((r for r in self.results if r.provenance), None)
+        setup, proxies = results_files.setup_labels(scored.provenance if scored else None)
+        return tables.leaderboard_latex(self.board, decimals, setup=setup, proxies=proxies)
 
     def to_pandas(self) -> tuple["pandas.DataFrame", "pandas.DataFrame"]:
         """(results, leaderboard) as pandas DataFrames: one row per video (raw metrics by key), and

@@ -18,6 +18,7 @@ from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import NotRanked, UserError
 from theval_mesh.pure.metrics.registry import REGISTRY
 from theval_mesh.pure.scoring import tables
+from theval_mesh.pure.scoring.compat import PUBLISHED_BLOCKERS
 from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, video_scores
 from theval_mesh.pure.scoring.names import METRICS, NAME_OF_KEY
 from theval_mesh.pure.version import VERSION
@@ -173,9 +174,16 @@ def _ink(rgba) -> str:
     return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.18 else "white"
 
 
-def write_leaderboard_tex(board: Leaderboard, path: Path) -> None:
-    """leaderboard.tex: the booktabs table of tables.leaderboard_latex."""
-    write_text(path, tables.leaderboard_latex(board))
+def setup_labels(provenance: dict | None) -> tuple[list[str], list[str]]:
+    """(how the run's setup differs from the published figures', the metrics a proxy computed):
+    what every table of the run is labelled with."""
+    return list((provenance or {}).get(PUBLISHED_BLOCKERS) or []), _proxies(provenance)
+
+
+def write_leaderboard_tex(board: Leaderboard, path: Path, provenance: dict | None = None) -> None:
+    """leaderboard.tex: the booktabs table of tables.leaderboard_latex, labelled (setup_labels)."""
+    setup, proxies = setup_labels(provenance)
+    write_text(path, tables.leaderboard_latex(board, setup=setup, proxies=proxies))
 
 
 def plot_leaderboard(board: Leaderboard, path: Path, proxies=(), svg: Path | None = None):
@@ -278,13 +286,16 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
     paths = {name: out / file for name, file in FILES.items()}
     _write_per_video(out, results, board)
     _write_raw_csv(rows, paths["raw_metrics"])
-    with replacing(paths["leaderboard_csv"]) as new:
-        tables.write_leaderboard_csv(board, new)
     scored = next((r for r in results if r.provenance), None)
+    provenance = run_info.get("provenance") or (scored.provenance if scored else None)
+    setup, proxies = setup_labels(provenance)
+    with replacing(paths["leaderboard_csv"]) as new:
+        tables.write_leaderboard_csv(board, new, setup=setup)
     top = f"{headline(scored.provenance)}\n\n" if scored else ""
+    top += f"{tables.setup_text(setup)[0].upper()}{tables.setup_text(setup)[1:]}.\n\n" if setup else ""
     write_text(paths["leaderboard_md"], top + tables.leaderboard_markdown(board))
-    write_leaderboard_tex(board, paths["leaderboard_tex"])
-    plot_leaderboard(board, paths["plot"], _proxies(run_info.get("provenance")), svg=paths["plot_svg"])
+    write_leaderboard_tex(board, paths["leaderboard_tex"], provenance)
+    plot_leaderboard(board, paths["plot"], proxies, svg=paths["plot_svg"])
     write_text(paths["run"], json.dumps(run_info, indent=2, sort_keys=True, default=str))
     _write_json(paths["results_json"], results_document(board, rows, results, run_info))
     return paths

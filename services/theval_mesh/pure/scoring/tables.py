@@ -191,15 +191,27 @@ def ci_columns() -> list[str]:
     return [name + end for name in (*METRICS, *GROUPS, FINAL) for end in (CI_LOW, CI_HIGH)]
 
 
-def write_leaderboard_csv(board: Leaderboard, path, decimals: int = 4) -> None:
+SETUP_COLUMN = "Scoring setup"
+PROXY_NOTE = "training-free proxy, not the paper's quality models"
+
+
+def setup_text(setup) -> str:
+    """How a run's setup stands against the published figures' (setup: the provenance's
+    published_gt_blockers, each a difference)."""
+    return ("not comparable with the published figures: " + "; ".join(setup) if setup
+            else "the published figures' setup")
+
+
+def write_leaderboard_csv(board: Leaderboard, path, decimals: int = 4, setup=()) -> None:
     """Rank, Model, 8 normalised scores, 3 groups, Final score, "n:<metric>" counts, Note, then
     the bounds of each score's bootstrap interval (ci_columns; blank for the GT row and where there
-    is no interval)."""
+    is no interval), then the scoring setup (setup_text of `setup`) on every row: a table cut out
+    of the file keeps its label."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv_cells.Writer(f)
         writer.writerow(["Rank", "Model", *METRICS, *GROUPS, FINAL,
-                         *(COUNT_PREFIX + m for m in METRICS), "Note", *ci_columns()])
+                         *(COUNT_PREFIX + m for m in METRICS), "Note", *ci_columns(), SETUP_COLUMN])
         for row in board.rows:
             counts = row.counts or {}
             rank = "" if row.rank is None else str(row.rank)  # numeric column: blank when unranked
@@ -208,7 +220,7 @@ def write_leaderboard_csv(board: Leaderboard, path, decimals: int = 4) -> None:
                       for bound in intervals.get(name, (math.nan, math.nan))]
             writer.writerow([rank, row.model, *_columns(row, decimals, "nan"),
                              *(str(counts[m]) if m in counts else "" for m in METRICS),
-                             "ground truth" if row.is_gt else row.note, *bounds])
+                             "ground truth" if row.is_gt else row.note, *bounds, setup_text(setup)])
 
 
 def _weights_line(board: Leaderboard) -> str:
@@ -277,6 +289,7 @@ def format_leaderboard_text(board: Leaderboard, decimals: int = 4) -> str:
 LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                  "<": r"\textless{}", ">": r"\textgreater{}", "\n": " ", "\r": " ", "\t": " "}
+DAGGER = r"$^\dagger$"  # a column from the training-free proxy
 UP = r"$\uparrow$"  # normalised scores, groups and the Final score: higher is better (1 = like the GT)
 
 
@@ -290,12 +303,15 @@ def tex_number(value: float, decimals: int) -> str:
     return "$-$" + text[1:] if text.startswith("-") else text  # a minus sign, not a hyphen
 
 
-def leaderboard_latex(board: Leaderboard, decimals: int = 3) -> str:
+def leaderboard_latex(board: Leaderboard, decimals: int = 3, setup=(), proxies=()) -> str:
     """The leaderboard as a booktabs LaTeX tabular (needs only \\usepackage{booktabs}): one row per
     model, the GT first as a reference line; the 8 normalised scores, the 3 groups and the Final
     score, each cell "mean $\\pm$ half-width" of its bootstrap interval (half-width = (high - low)/2;
     the percentile interval is asymmetric in general, leaderboard.csv and results.json hold both
-    bounds), the best ranked model per column in bold, "--" where there is no value."""
+    bounds), the best ranked model per column in bold, "--" where there is no value. The columns of
+    `proxies` carry a dagger, and rows under the table say what the dagger means and how the setup
+    differs from the published one (`setup`, as write_leaderboard_csv's): pasted into a paper, the
+    table keeps its labels."""
     names = [*METRICS, *GROUPS, FINAL]
     ranked = [r for r in board.rows if not r.is_gt and r.rank is not None]
 
@@ -329,7 +345,7 @@ def leaderboard_latex(board: Leaderboard, decimals: int = 3) -> str:
              "% Bold: the best ranked model per column; --: no value."]
     lines += [f"% {line}" for line in [_weights_line(board)] if line]
     lines += [f"% WARNING: {' '.join(w.split())}" for w in board.warnings]
-    header = ["Rank", "Model"] + [f"{latex_escape(n)} {UP}" for n in names]
+    header = ["Rank", "Model"] + [f"{latex_escape(n)}{DAGGER if n in proxies else ''} {UP}" for n in names]
     lines += [r"\begin{tabular}{rl" + "c" * len(names) + "}", r"\toprule", " & ".join(header) + r" \\",
               r"\midrule"]
     gt_rows = [r for r in board.rows if r.is_gt]
@@ -339,5 +355,9 @@ def leaderboard_latex(board: Leaderboard, decimals: int = 3) -> str:
         lines.append(" & ".join(cells) + r" \\")
         if row.is_gt and row is gt_rows[-1] and len(board.rows) > len(gt_rows):
             lines.append(r"\midrule")  # the GT: a reference line above the models
-    lines += [r"\bottomrule", r"\end{tabular}"]
+    lines.append(r"\bottomrule")
+    notes = ([f"{DAGGER} {PROXY_NOTE}."] if proxies else []) + ([latex_escape(setup_text(setup)) + "."] if setup else [])
+    width = 2 + len(names)
+    lines += [rf"\multicolumn{{{width}}}{{p{{0.95\linewidth}}}}{{\footnotesize {n}}} \\" for n in notes]
+    lines.append(r"\end{tabular}")
     return "\n".join(lines) + "\n"
