@@ -3,6 +3,7 @@ of each interval, the best in bold, arrows, escaping, NaN as --), the interval c
 leaderboard.csv, a colour-blind safe plot whose scale covers negative scores (300 dpi PNG and
 SVG), and objects that print short in a notebook."""
 import csv
+import json
 import math
 import re
 
@@ -203,3 +204,40 @@ def test_a_table_cut_out_of_its_folder_keeps_its_labels(tmp_path):
     assert "Not comparable with the published figures" in paths["leaderboard_md"].read_text()
     evaluation = Evaluation(results=res, leaderboard=_rows(b, rows), board=b, paths={})
     assert evaluation.to_latex() == tex
+
+
+def test_the_published_gt_refuses_results_it_cannot_be_compared_with(tmp_path, capsys):
+    """theval score --gt-published on a proxy run's raw_metrics.csv exited 0 (face quality -75.5);
+    the run.json beside it says how it was scored: refused in one line, or labelled with
+    --allow-mixed."""
+    from theval_mesh.commands.cli import main
+
+    setup = ["training-free proxy for face_quality: the published figures come from the quality models"]
+    provenance = {"profile": "reference", "quality": {"face_quality": "proxy:luma"}, "published_gt_blockers": setup}
+    rows = [RawRow("m", dict.fromkeys(METRICS, 1.0), dict.fromkeys(METRICS, 3))]
+    tables.write_raw_csv(rows, tmp_path / "raw_metrics.csv")
+    (tmp_path / "run.json").write_text(json.dumps({"provenance": provenance}))
+    assert main(["score", "--metrics", str(tmp_path / "raw_metrics.csv"), "--gt-published"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not comparable with the published GT: training-free proxy" in err
+    assert main(["score", "--metrics", str(tmp_path / "raw_metrics.csv"), "--gt-published", "--allow-mixed"]) == 0
+    assert "MIXED BACKENDS (allowed by --allow-mixed)" in capsys.readouterr().out
+
+
+def test_the_report_shows_no_published_overlay_beside_results_it_cannot_be_compared_with(tmp_path):
+    from theval_mesh.outputs import html_report
+
+    setup = ["training-free proxy for face_quality: the published figures come from the quality models"]
+    provenance = {"profile": "reference", "quality": {"face_quality": "proxy:luma"}, "published_gt_blockers": setup}
+    res = [VideoResult(model, f"/v/{model}/{i}.mp4", OK, provenance=provenance,
+                       metrics={m.key: float(v) for m, v in zip(REGISTRY, np.arange(1, 9) * scale + 0.01 * i)})
+           for model, scale in (("GT", 1.0), ("m", 1.1)) for i in range(3)]
+    rows = [RawRow(m, {k: float(np.mean([r.metrics[g.key] for r in res if r.model == m]))
+                       for k, g in zip(METRICS, REGISTRY)}, dict.fromkeys(METRICS, 3)) for m in ("GT", "m")]
+    results_files.write_all(tmp_path, res, rows, leaderboard(rows, gt_name="GT"), {"settings": {}, "provenance": provenance})
+    page = html_report.build_report(tmp_path, thumbnails=0, progress=False).read_text()
+    assert "The published leaderboard is not shown beside these results: not comparable" in page
+    assert "published (paper)" not in page and 'class="published"' not in page
+    page = html_report.build_report(tmp_path, thumbnails=0, progress=False, published=True).read_text()
+    assert "The published leaderboard is offered (--published) beside these results, which are not" in page
+    assert "published (paper)" in page and 'class="published"' in page

@@ -28,13 +28,17 @@ def register(subparsers) -> None:
     p.add_argument("--thumbnails", type=_thumbnails, default=THUMBNAILS_PER_MODEL, metavar="N|all",
                    help="worst-frame thumbnails for the N lowest-scored videos of each model, read from "
                         f"the video files (default {THUMBNAILS_PER_MODEL}; 0: none; all: every video)")
+    p.add_argument("--published", action="store_true",
+                   help="offer the published leaderboard even beside results scored otherwise than the published "
+                        "figures (the proxy, the rigid fit, stand-in weights): labelled as not comparable")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from theval_mesh.api.reports import write_report
-    path = write_report(args.results_dir, args.out, thumbnails=args.thumbnails, progress=not args.no_progress)
+    path = write_report(args.results_dir, args.out, thumbnails=args.thumbnails, progress=not args.no_progress,
+                        published=args.published)
     size = path.stat().st_size
     print(f"report: {path} ({size / 1e6:.1f} MB)", file=sys.stderr)
     print(path)

@@ -1,5 +1,6 @@
 """`theval score`: Final score and leaderboard from a raw metric CSV (reference layout)."""
 import dataclasses
+import json
 import math
 from pathlib import Path
 
@@ -45,11 +46,25 @@ def score_file(path, gt_name: str = "GT", gt_published: bool = False, weights=No
     """Leaderboard of a raw metric CSV; the GT row comes from the file or the published figures."""
     rows = read_raw_csv(path, model_column=model_column)
     if gt_published:
+        # A results folder's raw_metrics.csv: its run's provenance (run.json beside it) says how it
+        # was scored, so that results the published figures cannot be compared with are refused.
+        found = provenance_beside(path)
+        rows = [dataclasses.replace(r, provenance=r.provenance or found) for r in rows]
         if any(r.model == gt_name for r in rows):
             raise ScoringError(f"{path} has its own {gt_name!r} row and --gt-published was given: "
                                "drop one of them (or rename the row)")
         rows = [dataclasses.replace(published_gt(), model=gt_name)] + rows
     return leaderboard(rows, gt_name=gt_name, weights=weights, allow_mixed=allow_mixed)
+
+
+def provenance_beside(path) -> dict | None:
+    """The provenance in the run.json beside `path` (a results folder's raw_metrics.csv); None
+    when there is none."""
+    try:
+        found = json.loads(Path(path).with_name("run.json").read_text()).get("provenance")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def write_outputs(board, out_dir) -> list[Path]:

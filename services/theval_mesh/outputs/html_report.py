@@ -19,9 +19,10 @@ from theval_mesh.outputs.whole_files import write_text
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics import legacy as lm
 from theval_mesh.pure.metrics.registry import FACE_QUALITY, MOUTH_QUALITY, QUALITY, REGISTRY, in_group
+from theval_mesh.pure.scoring.compat import PUBLISHED_BLOCKERS
 from theval_mesh.pure.scoring.final_score import group_scores
 from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS, NAME_OF_KEY
-from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, published_leaderboard
+from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, published_leaderboard, setup_text
 
 REPORT = "report.html"
 THUMBNAILS_PER_MODEL = 10  # videos per model with worst-frame thumbnails: its lowest Final scores
@@ -98,6 +99,8 @@ def dimension_figure(doc: dict, published: list[dict]):
                     showlegend=j == 1, marker_color="#1f77b4", row=1, col=j,
                     error_x={"type": "data", "array": plus, "arrayminus": minus, "visible": True},
                     hovertemplate="%{y}: %{x:.3f}<extra></extra>")
+        if not published:  # none to set beside these results (partial, or scored otherwise)
+            continue
         fig.add_bar(y=[p["model"] for p in published], x=[p["final"] if dim == FINAL else p["groups"][dim]
                                                            for p in published],
                     orientation="h", name="published (paper)", legendgroup="published", showlegend=j == 1,
@@ -108,8 +111,9 @@ def dimension_figure(doc: dict, published: list[dict]):
     fig.update_yaxes(autorange="reversed")
     n = len(ours) + len(published)
     fig.update_layout(height=160 + 22 * n, barmode="group", margin={"t": 60, "l": 10, "r": 10},
-                      title=f"Per dimension, with {_level(doc)} intervals (click the legend for the "
-                            "published leaderboard)", legend={"orientation": "h", "y": -0.05})
+                      title=f"Per dimension, with {_level(doc)} intervals"
+                            + (" (click the legend for the published leaderboard)" if published else ""),
+                      legend={"orientation": "h", "y": -0.05})
     return fig
 
 
@@ -304,7 +308,7 @@ def _json_for_script(value) -> str:
 
 
 def build_report(results_dir, out=None, thumbnails: int | None = THUMBNAILS_PER_MODEL,
-                 progress: bool = True) -> Path:
+                 progress: bool = True, published: bool = False) -> Path:
     """Write the report; returns its path (default RESULTS_DIR/report.html). thumbnails: videos per
     model with worst-frame thumbnails (None: every video; 0: none)."""
     import plotly.offline
@@ -313,14 +317,22 @@ def build_report(results_dir, out=None, thumbnails: int | None = THUMBNAILS_PER_
     if doc.get("not_ranked"):
         raise UserError(f"{results_dir}: no leaderboard was formed ({doc['not_ranked']}), so there is no report to "
                         "write; the per-video values are in results.csv and results.jsonl")
-    # A partial Final score is never set beside the published (full) scores.
-    published = [] if doc.get("left_out") else _published_rows()
+    # A partial Final score is never set beside the published (full) scores, nor are results scored
+    # otherwise than the published figures (the proxy, the rigid fit, stand-in weights, settings).
+    differences = (doc.get("provenance") or {}).get(PUBLISHED_BLOCKERS) or []
+    forced = published and bool(differences)  # offered anyway: labelled so
+    published = [] if doc.get("left_out") or (differences and not forced) else _published_rows()
     proxies = doc["proxy_quality"]
     entries = [_video_entry(k, r) for k, r in enumerate(videos)]
     shown = _add_thumbnails(entries, thumbnails, progress) if thumbnails != 0 else 0
     figures = {"radar": radar_figure(doc), "dimensions": dimension_figure(doc, published),
                "video": video_figure(proxies)}
     banner = ""
+    if differences:
+        shown = ("is offered (--published) beside these results, which are" if forced
+                 else "is not shown beside these results:")
+        banner += (f'<p class="proxy">The published leaderboard {shown} '
+                   f'{html.escape(setup_text(differences))}.</p>')
     if doc.get("left_out"):
         banner += (f'<p class="proxy">PARTIAL Final score: {html.escape(", ".join(doc["left_out"]))} left out '
                    "(the GT cannot normalise them); not comparable with a full THEval Final score, so the "
