@@ -4,7 +4,7 @@ with two; 100 videos 12 % faster with two), more on bigger machines and runs, wi
 import pytest
 
 from theval_mesh.commands.cli import main
-from theval_mesh.pure.workers import AUTO, choose_workers
+from theval_mesh.pure.workers import AUTO, choose_workers, notice
 
 
 @pytest.mark.parametrize("videos, cores, want", [
@@ -24,3 +24,10 @@ def test_a_bad_number_of_workers_is_bad_usage(capsys, tmp_path):
     with pytest.raises(SystemExit) as stop:
         main(["evaluate", "--gt", str(tmp_path), "--out", str(tmp_path / "o"), "--workers", "0"])
     assert stop.value.code == 2 and "a number of workers >= 1, or auto" in capsys.readouterr().err
+
+
+def test_the_choice_is_said_where_it_matters():
+    assert notice(*choose_workers(AUTO, 33, 2), 33).startswith("workers: 1 (33 videos on 2 cores: one worker")
+    assert notice(*choose_workers(AUTO, 100, 2), 100).startswith("workers: 2 (100 videos on 2 cores")
+    assert notice(*choose_workers(AUTO, 4, 2), 4) is None  # a handful of videos: nothing to say
+    assert notice(*choose_workers(3, 33, 2), 33) is None  # the user's own number

@@ -21,7 +21,7 @@ from theval_mesh.pure.inference import InferenceOptions
 from theval_mesh.pure.scoring import tables
 from theval_mesh.pure.scoring.final_score import Leaderboard
 from theval_mesh.pure.settings import RunSettings
-from theval_mesh.pure.workers import choose_workers
+from theval_mesh.pure.workers import choose_workers, notice
 from theval_mesh.stores import result_cache
 from theval_mesh.stores.job_store import SqlJobStore
 
@@ -107,7 +107,8 @@ def evaluate(gt: str | Path, models: Models, out: str | Path | None = None, *, s
     a temporary folder, removed before returning: nothing is written, nothing resumes.
 
     workers: a number, or "auto" (pure.workers.choose_workers: one worker on fewer than 4 cores
-    unless 64 videos or more, else up to 4; the choice and why go to stderr with `progress`).
+    unless 64 videos or more, else up to 4; with `progress` the choice and why go to stderr when
+    it matters: 16 videos or more, or more than one worker).
     Runs in this process with one worker (inline=None chooses it when workers == 1 and no
     `ray_address`: a local Ray's start costs more than it gives one worker), else on Ray
     (`workers` actors, each loading the models once; a local Ray unless `ray_address`) or as
@@ -167,8 +168,9 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
     inputs = [(gt_name, gt)] + models
     items = plan(inputs)
     workers, why = choose_workers(workers, len(items), os.cpu_count() or 1)
-    if why and progress:
-        print(f"workers: {workers} ({why}; --workers N chooses)", file=sys.stderr)
+    line = notice(workers, why, len(items))
+    if line and progress:
+        print(line, file=sys.stderr)
     if inline is None:
         inline = workers == 1 and ray_address is None
     # Missing weights or a mesh that does not answer stop the run here, with one clear line.

@@ -36,7 +36,7 @@ def add_run_options(p: argparse.ArgumentParser):
     p.add_argument("--workers", type=workers_arg, default=AUTO, metavar="N",
                    help="Ray workers: videos scored in parallel, each worker loading the models once (default auto: "
                         "one, in this process, on fewer than 4 cores unless 64 videos or more; the choice and why "
-                        "are printed)")
+                        "are printed for 16 videos or more)")
     p.add_argument("--weights", default=None, metavar="SPEC",
                    help=f'Final-score weights: JSON, a JSON file, or "{WEIGHTS_EXAMPLE}"')
     p.add_argument("--partial-score", action="store_true",

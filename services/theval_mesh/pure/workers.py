@@ -24,6 +24,14 @@ def choose_workers(workers, videos: int, cores: int) -> tuple[int, str | None]:
     return n, f"{videos} videos on {cores} cores: {n} workers, 2 cores each (at most {MOST})"
 
 
+def notice(workers: int, why: str | None, videos: int) -> str | None:
+    """The line a run prints about its workers: only where the choice matters (a run of
+    MANY_VIDEOS or more, or more than one worker), never for a number given."""
+    if why is None or (workers == 1 and videos < MANY_VIDEOS):
+        return None
+    return f"workers: {workers} ({why}; --workers N chooses)"
+
+
 def workers_arg(text: str):
     """--workers: AUTO or a number >= 1 (argparse's type)."""
     if text == AUTO:
