@@ -28,6 +28,7 @@ from theval_mesh.outputs.results_files import write_results
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.store_location import is_server
+from theval_mesh.pure.workers import choose_workers, notice
 from theval_mesh.stores import result_cache
 from theval_mesh.stores.job_store import FINISHED, SqlJobStore
 
@@ -114,6 +115,10 @@ def submit(args) -> int:
     inputs = [(args.gt_name, args.gt)] + [parse_model_arg(m) for m in args.model]
     items = plan(inputs)
     settings = settings_from(args)
+    args.workers, why = choose_workers(args.workers, len(items), os.cpu_count() or 1)  # the driver's too
+    line = notice(args.workers, why, len(items))
+    if line and not args.quiet:
+        print(line, file=sys.stderr)
     spec = pipeline.new_spec(inputs, settings, quiet=args.quiet, items=items, allow_unpaired=args.allow_unpaired,
                              gt_name=args.gt_name,
                              workers=args.workers, quality_store=args.weights_store, mesh=args.mesh,
