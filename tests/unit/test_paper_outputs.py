@@ -138,12 +138,25 @@ def test_the_plot_is_colour_blind_safe_covers_negative_scores_and_is_printable(t
     assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()[:1000]
 
 
-def test_write_all_writes_the_tex_table_and_the_svg(tmp_path):
-    res = [VideoResult(model, f"/v/{model}/{i}.mp4", OK, provenance={"profile": "reference"},
+def three_videos_each(provenance: dict) -> tuple[list, list]:
+    """Three videos each of a GT and a model `m` (1.1 x the GT's values), and their raw rows."""
+    res = [VideoResult(model, f"/v/{model}/{i}.mp4", OK, provenance=provenance,
                        metrics={m.key: float(v) for m, v in zip(REGISTRY, np.arange(1, 9) * scale + 0.01 * i)})
            for model, scale in (("GT", 1.0), ("m", 1.1)) for i in range(3)]
     rows = [RawRow(m, {k: float(np.mean([r.metrics[g.key] for r in res if r.model == m]))
                        for k, g in zip(METRICS, REGISTRY)}, dict.fromkeys(METRICS, 3)) for m in ("GT", "m")]
+    return res, rows
+
+
+PROXY_SETUP = ["training-free proxy for face_quality: the published figures come from the quality models"]
+
+
+def proxy_provenance(setup: list) -> dict:
+    return {"profile": "reference", "quality": {"face_quality": "proxy:luma"}, "published_gt_blockers": setup}
+
+
+def test_write_all_writes_the_tex_table_and_the_svg(tmp_path):
+    res, rows = three_videos_each({"profile": "reference"})
     b = leaderboard(rows, gt_name="GT")
     paths = results_files.write_all(tmp_path, res, rows, b, {"settings": {}})
     assert paths["leaderboard_tex"].name == "leaderboard.tex" and paths["plot_svg"].name == "leaderboard.svg"
@@ -183,14 +196,9 @@ def test_the_api_gives_the_latex_table_and_short_rows():
 def test_a_table_cut_out_of_its_folder_keeps_its_labels(tmp_path):
     """grep -ci proxy leaderboard.tex leaderboard.csv gave 0 and 0: the proxy's columns and how the
     setup differs from the published one now travel with the .tex, .csv and .md tables."""
-    setup = ["training-free proxy for face_quality: the published figures come from the quality models",
-             "head pose by rigid-fit, an offline stand-in"]
-    provenance = {"profile": "reference", "quality": {"face_quality": "proxy:luma"}, "published_gt_blockers": setup}
-    res = [VideoResult(model, f"/v/{model}/{i}.mp4", OK, provenance=provenance,
-                       metrics={m.key: float(v) for m, v in zip(REGISTRY, np.arange(1, 9) * scale + 0.01 * i)})
-           for model, scale in (("GT", 1.0), ("m", 1.1)) for i in range(3)]
-    rows = [RawRow(m, {k: float(np.mean([r.metrics[g.key] for r in res if r.model == m]))
-                       for k, g in zip(METRICS, REGISTRY)}, dict.fromkeys(METRICS, 3)) for m in ("GT", "m")]
+    setup = [*PROXY_SETUP, "head pose by rigid-fit, an offline stand-in"]
+    provenance = proxy_provenance(setup)
+    res, rows = three_videos_each(provenance)
     b = leaderboard(rows, gt_name="GT")
     paths = results_files.write_all(tmp_path, res, rows, b, {"settings": {}, "provenance": provenance})
     tex = paths["leaderboard_tex"].read_text()
@@ -212,8 +220,7 @@ def test_the_published_gt_refuses_results_it_cannot_be_compared_with(tmp_path, c
     --allow-mixed."""
     from theval_mesh.commands.cli import main
 
-    setup = ["training-free proxy for face_quality: the published figures come from the quality models"]
-    provenance = {"profile": "reference", "quality": {"face_quality": "proxy:luma"}, "published_gt_blockers": setup}
+    provenance = proxy_provenance(PROXY_SETUP)
     rows = [RawRow("m", dict.fromkeys(METRICS, 1.0), dict.fromkeys(METRICS, 3))]
     tables.write_raw_csv(rows, tmp_path / "raw_metrics.csv")
     (tmp_path / "run.json").write_text(json.dumps({"provenance": provenance}))
@@ -227,13 +234,8 @@ def test_the_published_gt_refuses_results_it_cannot_be_compared_with(tmp_path, c
 def test_the_report_shows_no_published_overlay_beside_results_it_cannot_be_compared_with(tmp_path):
     from theval_mesh.outputs import html_report
 
-    setup = ["training-free proxy for face_quality: the published figures come from the quality models"]
-    provenance = {"profile": "reference", "quality": {"face_quality": "proxy:luma"}, "published_gt_blockers": setup}
-    res = [VideoResult(model, f"/v/{model}/{i}.mp4", OK, provenance=provenance,
-                       metrics={m.key: float(v) for m, v in zip(REGISTRY, np.arange(1, 9) * scale + 0.01 * i)})
-           for model, scale in (("GT", 1.0), ("m", 1.1)) for i in range(3)]
-    rows = [RawRow(m, {k: float(np.mean([r.metrics[g.key] for r in res if r.model == m]))
-                       for k, g in zip(METRICS, REGISTRY)}, dict.fromkeys(METRICS, 3)) for m in ("GT", "m")]
+    provenance = proxy_provenance(PROXY_SETUP)
+    res, rows = three_videos_each(provenance)
     results_files.write_all(tmp_path, res, rows, leaderboard(rows, gt_name="GT"), {"settings": {}, "provenance": provenance})
     page = html_report.build_report(tmp_path, thumbnails=0, progress=False).read_text()
     assert "The published leaderboard is not shown beside these results: not comparable" in page
