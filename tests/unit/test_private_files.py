@@ -50,3 +50,19 @@ def test_an_open_folder_is_closed_and_a_new_one_is_private(tmp_path):
         assert mode(fresh) == 0o700
     finally:
         os.rmdir(fresh)
+
+
+def test_a_log_the_user_names_is_opened_as_given(tmp_path):
+    """theval triton up --log /dev/stdout (the Kubernetes manifest's): a link the user chose is
+    followed; only the default log path refuses links."""
+    from argparse import Namespace
+
+    from theval_mesh.commands.triton import _open_log
+
+    target = tmp_path / "stdout"
+    (tmp_path / "link").symlink_to(target)
+    with _open_log(Namespace(log=str(tmp_path / "link")), tmp_path / "link") as log:
+        log.write("up\n")
+    assert target.read_text() == "up\n"
+    with pytest.raises(UserError):
+        _open_log(Namespace(log=None), tmp_path / "link")

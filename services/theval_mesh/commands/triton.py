@@ -43,6 +43,12 @@ def register(sub):
     up.set_defaults(func=run)
 
 
+def _open_log(args, log_path: Path):
+    """--log as given (a deployment passes /dev/stdout, a link); the default, in a new private
+    folder, never through a link."""
+    return open(log_path, "a") if getattr(args, "log", None) else open_log(log_path)
+
+
 def start(args, log_path: Path):
     """The started TritonServer for these options."""
     from theval_mesh.rpc.triton.repository import default_repository
@@ -52,7 +58,7 @@ def start(args, log_path: Path):
         raise UserError(f"--model-repository {repository}: not a folder")
     server = TritonServer(repository, host=args.host, grpc_port=args.grpc_port, http_port=args.http_port,
                           metrics_port=args.metrics_port, models=args.model, weights_store=args.weights_store,
-                          config_name=args.config_name, log=open_log(log_path), tls=_tls(args))
+                          config_name=args.config_name, log=_open_log(args, log_path), tls=_tls(args))
     try:
         return server.start()
     except RuntimeError as err:
