@@ -292,7 +292,9 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
     with replacing(paths["leaderboard_csv"]) as new:
         tables.write_leaderboard_csv(board, new, setup=setup)
     top = f"{headline(scored.provenance)}\n\n" if scored else ""
-    top += f"{tables.setup_text(setup)[0].upper()}{tables.setup_text(setup)[1:]}.\n\n" if setup else ""
+    if setup:  # the same sentence, starting a line (capitalize() would lower the rest)
+        text = tables.setup_text(setup)
+        top += f"{text[0].upper()}{text[1:]}.\n\n"
     write_text(paths["leaderboard_md"], top + tables.leaderboard_markdown(board))
     write_leaderboard_tex(board, paths["leaderboard_tex"], provenance)
     plot_leaderboard(board, paths["plot"], proxies, svg=paths["plot_svg"])
