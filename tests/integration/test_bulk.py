@@ -3,6 +3,7 @@ bad videos, the orchestrator SIGKILLed and resumed, a mesh service killed mid-jo
 Clips are hard links of a few synthetic talking heads (scoring does not care that they repeat)."""
 import ipaddress
 import os
+import secrets
 import signal
 import sqlite3
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 
 from tests.support.job_support import run_until
 from tests.support.mesh_support import Mesh, free_port, scrape
+from tests.support.ray_support import RayHead
 from theval_mesh.core.inputs import plan
 from theval_mesh.jobs import job_telemetry
 from theval_mesh.jobs.pipeline import run_ray
@@ -214,20 +216,23 @@ def test_the_orchestrator_memory_stays_flat_with_the_job_size(source, tmp_path):
 
 
 def test_a_job_runs_on_an_existing_ray_cluster_and_leaves_it_running(source, tmp_path):
-    """--ray-address: a real Ray head started with `ray start` (as KubeRay runs one), not by the job."""
-    ray_cli = str(Path(sys.executable).parent / "ray")
-    port = free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    subprocess.run([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                    "--disable-usage-stats"], check=True, capture_output=True, timeout=120, env=env)
+    """--ray-address: a Ray head started with `ray start` (as KubeRay runs one), not by the job;
+    stopped by its own process group (tests/support/ray_support.py), never `ray stop --force`,
+    which also killed the Ray of a test running beside this one."""
+    head = RayHead(tmp_path / "ray.log", dict(os.environ), secrets.token_hex(32), "--num-cpus=2")
     try:
+        head.wait_listening()
         clips = copies(source["gt"], tmp_path / "gt", 6)
-        address = f"127.0.0.1:{port}"
-        store, job = new_job(tmp_path / "jobs.sqlite", [["GT", str(clips)]], ray_address=address)
-        job = run_ray(store, job.id, workers=2, ray_address=address)
+        store, job = new_job(tmp_path / "jobs.sqlite", [["GT", str(clips)]], ray_address=head.address)
+        # A driver process of its own: Ray reads its token settings once per process.
+        run = subprocess.run([sys.executable, "-m", "theval_mesh.commands.cli", "bulk", "run", job.id,
+                              "--store", str(store.path)], capture_output=True, text=True, timeout=600,
+                             env={**os.environ, **head.driver_env})
+        assert run.returncode == 0, run.stdout + run.stderr
+        job = store.get(job.id)
         assert job.state == "done" and job.done == 6
-        alive = subprocess.run([ray_cli, "status", f"--address={address}"], capture_output=True, text=True,
-                               timeout=60, env=env)
+        alive = subprocess.run([str(Path(sys.executable).parent / "ray"), "status", f"--address={head.address}"],
+                               capture_output=True, text=True, timeout=60, env=head.env)
         assert alive.returncode == 0, alive.stderr  # the cluster outlives the job
     finally:
-        subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=120, env=env)
+        head.stop()
