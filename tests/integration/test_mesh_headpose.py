@@ -3,13 +3,14 @@ RetinaFace crops (EstimateVideo, the reference's way) gives the embedded engine'
 a service serving the rigid fit refuses FaceXFormer with one line naming the fix. Real `theval
 serve` processes on loopback; the head-pose weights are the deterministic STAND-INS (fake_weights.py):
 the numbers mean nothing, but both paths must compute the same ones. One parity clip cut to its
-first 12 frames: FaceXFormer and the detector cost about a second per frame on 2 cores."""
+first FRAMES frames, each scored three times: FaceXFormer and the detector cost about two seconds
+per frame on 2 cores."""
 import grpc
 import numpy as np
 import pytest
 
 from tests.support.mesh_support import Mesh, ServiceProcess
-from tests.support.model_parity_set import clips, cut, frames_of
+from tests.support.model_parity_set import clips, cut
 from theval_mesh.core.engine import Engine
 from theval_mesh.jobs.pipeline import check
 from theval_mesh.pure.errors import UserError
@@ -22,12 +23,13 @@ from theval_mesh.stores.job_store import JobSpec
 pytestmark = pytest.mark.slow
 TAG = "_head_motion"  # the head-motion parity clips (tests/data/parity/models)
 FACEXFORMER = RunSettings(quality="proxy", headpose="facexformer")
+FRAMES = 5  # enough for head motion's frame-to-frame differences
 
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
     name = clips(TAG)[0]
-    return cut(name, frames_of(TAG), tmp_path_factory.mktemp("headpose-clip") / f"{name}.mp4")
+    return cut(name, FRAMES, tmp_path_factory.mktemp("headpose-clip") / f"{name}.mp4")
 
 
 def _score(mesh, path, settings):
