@@ -81,15 +81,22 @@ def headpose_store():
                         lambda: write_fake_store(shared_folder("fake-headpose-weights"), (), headpose=True))
 
 
+STAND_IN_STORES = {"fake_store", "headpose_store", "face_store"}  # face_store: test_quality_gfiqa.py's
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
     """A test that uses the PostgreSQL server (the `postgres` fixture, itself or through another
-    fixture) is marked `postgres`, which `./dev check` deselects. The container tests last: their
+    fixture) is marked `postgres`, and one that uses a store of stand-in networks (written at their
+    real sizes: about 20 s) `slow`; `./dev check` deselects both. The container tests last: their
     images build in the background meanwhile."""
     from tests.support.container_support import is_container_test
     for item in items:
-        if "postgres" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "postgres" in fixtures:
             item.add_marker(pytest.mark.postgres)
+        if STAND_IN_STORES.intersection(fixtures):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=is_container_test)
 
 

@@ -3,6 +3,8 @@ declared, computed and tested as the page's steps say, the checks it names pass 
 fails, and `theval score` scores it as the page says."""
 import re
 
+import pytest
+
 from tests.support.page_support import ROOT, add_file, blocks, copy_repository, insert, run
 
 PAGE = ROOT / "docs" / "adding-a-metric.md"
@@ -11,6 +13,7 @@ COMPUTE = "services/theval_mesh/core/compute.py"
 TABLE = "from theval_mesh.pure.metrics.registry import markdown_table; print(markdown_table(), end='')"
 
 
+@pytest.mark.slow
 def test_following_the_page_adds_a_metric_to_every_table(tmp_path):
     repo = copy_repository(tmp_path, "services", "tests", "scripts", "docs", "pyproject.toml")
     steps = blocks(PAGE)

@@ -84,6 +84,7 @@ def test_every_output_token_shapes_the_head_pose(state):
             assert (net(x) - base).abs().max() > 1e-4, name
 
 
+@pytest.mark.slow
 def test_the_stand_in_values_are_reproducible(state):
     again = facexformer_state(0)
     assert values_digest(again) == values_digest(state)

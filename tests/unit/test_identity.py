@@ -30,6 +30,7 @@ def test_cosines():
     np.testing.assert_allclose(identity.cosine(a, [2.0, 0.0]), [1.0, 0.0, -1.0])
 
 
+@pytest.mark.slow
 def test_a_face_against_itself_is_one_and_a_darker_copy_less(tmp_path):
     stand_in.write(tmp_path, 0, models=(), legacy=["arcface"])
     net = arcface.load(tmp_path)

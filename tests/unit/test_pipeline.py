@@ -175,6 +175,7 @@ def test_past_max_attempts_the_job_stops_interrupted_and_a_resume_scores_the_res
     assert [r.video.uri for r in mesh.evaluate_log.requests(since)] == [b]  # a is not scored again
 
 
+@pytest.mark.slow
 def test_a_driver_whose_work_blocks_past_the_stale_time_still_reads_running(mesh, store, monkeypatch):
     """The heartbeat does not wait for the work: a video longer to score than STALE_S, or a Ray that
     takes that long to start or reach, is not taken for a dead driver (a status reader, a StreamJob,

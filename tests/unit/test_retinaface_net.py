@@ -38,6 +38,7 @@ def frames(clip: str, n: int):
     cap.release()
 
 
+@pytest.mark.slow
 def test_the_layer_table_is_the_files_and_the_stand_in_is_written_with_the_marker(tmp_path):
     import h5py
 
@@ -63,6 +64,7 @@ def test_pure_rules():
     assert rf.nms(dets) == [1, 2]  # IoU(0, 1) = 81 / 119 >= 0.4
 
 
+@pytest.mark.slow
 def test_a_frame_without_response_gives_no_face_as_the_package_does(detector):
     black = np.zeros((512, 512, 3), np.uint8)  # every feature 0: p(face) = sigmoid(-2) everywhere
     assert REFERENCE["black_frame"] == {}
