@@ -28,7 +28,7 @@ def test_following_the_page_adds_a_metric_to_every_table(tmp_path):
     # 3. its arguments: the function above _ARGUMENTS, then its entry there
     compute = repo / COMPUTE
     insert(compute, *steps[COMPUTE], before="_ARGUMENTS = {")
-    compute.write_text(compute.read_text().replace("_ARGUMENTS = {", "_ARGUMENTS = {jaw_motion: _jaw_motion, ", 1))
+    compute.write_text(compute.read_text().replace("_ARGUMENTS = {", "_ARGUMENTS = {JAW_MOTION.key: _jaw_motion, ", 1))
     # The Metrics page's table, pasted
     new_table = run(repo, "-c", TABLE).stdout
     assert "| 9 | Jaw motion | `jaw_motion` | Naturalness | closer to GT | jaw | `jaw_motion.jaw_motion` |" in new_table

@@ -11,26 +11,28 @@ from theval_mesh.core.drift import temporal_drift
 from theval_mesh.core.frame_pass import FrameSeries
 from theval_mesh.core.trace import video_trace
 from theval_mesh.pure.metrics.av_offset import av_offset
-from theval_mesh.pure.metrics.eyebrow import eyebrow_dynamics
-from theval_mesh.pure.metrics.head_motion import head_motion
-from theval_mesh.pure.metrics.lip_dynamics import lip_dynamics
-from theval_mesh.pure.metrics.lip_sync import MIN_SPEECH_RATIO, lip_sync, mouth_openness
+from theval_mesh.pure.metrics.lip_sync import MIN_SPEECH_RATIO, mouth_openness
 from theval_mesh.pure.metrics.loudness import loudness_at
 from theval_mesh.pure.metrics.profiles import REFERENCE
-from theval_mesh.pure.metrics.quality import mean_score
 from theval_mesh.pure.metrics.registry import (
     EMPTY,
+    EYEBROW_DYNAMICS,
+    FACE_QUALITY,
+    GLOBAL_AESTHETIC,
+    HEAD_MOTION,
+    LIP_DYNAMICS,
     LIP_SYNC,
     LITTLE_SPEECH,
     MIN_DYNAMIC_FRAMES,
+    MOUTH_QUALITY,
     NATURALNESS,
     NO_AUDIO,
     NO_SILENCE,
     REGISTRY,
+    SILENT_LIP_STABILITY,
     TOO_FEW_FRAMES,
     Metric,
 )
-from theval_mesh.pure.metrics.silent_lip import silent_lip_stability
 from theval_mesh.pure.metrics.speech_frames import silent_frames, speech_mask
 from theval_mesh.pure.settings import RunSettings
 
@@ -92,8 +94,8 @@ class _Video:
         return self.fs.landmarks.get(metric.key, self.single)
 
 
-# Each metric function's arguments from a video: (arguments, or None when the value is NaN
-# without computing it; frames behind the value; the reason it carries if NaN).
+# Each metric's arguments from a video, found by its key in _ARGUMENTS: (arguments, or None when
+# the value is NaN without computing it; frames behind the value; the reason it carries if NaN).
 def _quality(v: _Video, metric: Metric):
     scores = getattr(v.fs, metric.key)  # FrameSeries keeps each quality metric's scores under its key
     return (scores,), len(scores), metric.reason(EMPTY)
@@ -160,8 +162,14 @@ def _av_offset(v: _Video) -> dict:
                                           "frames": float(found.frames)}
 
 
-_ARGUMENTS = {mean_score: _quality, lip_dynamics: _lip_dynamics, head_motion: _head_motion,
-              eyebrow_dynamics: _eyebrow_dynamics, silent_lip_stability: _silent_lip, lip_sync: _lip_sync}
+_ARGUMENTS = {GLOBAL_AESTHETIC.key: _quality, MOUTH_QUALITY.key: _quality, FACE_QUALITY.key: _quality,
+              LIP_DYNAMICS.key: _lip_dynamics, HEAD_MOTION.key: _head_motion,
+              EYEBROW_DYNAMICS.key: _eyebrow_dynamics, SILENT_LIP_STABILITY.key: _silent_lip, LIP_SYNC.key: _lip_sync}
+
+
+def metric_arguments(video: _Video, metric: Metric):
+    """(the arguments of metric.function, or None; the frames behind the value; the reason if NaN)."""
+    return _ARGUMENTS[metric.key](video, metric)
 
 
 def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, settings: RunSettings) -> MetricValues:
@@ -169,7 +177,7 @@ def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, setting
     m = MetricValues()
     video = _Video(fs, pose, audio, settings)
     for metric in REGISTRY:
-        arguments, frames, reason = _ARGUMENTS[metric.function](video, metric)
+        arguments, frames, reason = metric_arguments(video, metric)
         value = np.nan if arguments is None else metric.function(*arguments)
         if metric.group == NATURALNESS:  # motion measures: see set_dynamic
             m.set_dynamic(metric.key, value, reason, frames, settings.profile)
@@ -177,5 +185,5 @@ def compute_metrics(fs: FrameSeries, pose: HeadPose, audio: AudioSeries, setting
             m.set(metric.key, value, reason, frames)
     m.av_offset = _av_offset(video)
     m.trace = video_trace(fs, pose, audio, settings.profile)
-    m.drift = temporal_drift(video, _ARGUMENTS)
+    m.drift = temporal_drift(video, metric_arguments)
     return m

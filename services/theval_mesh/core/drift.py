@@ -44,7 +44,7 @@ def _values(video, arguments, keep_frames, qframes, points) -> dict[str, float]:
     for metric in DRIFT_METRICS:
         if metric.group == QUALITY and metric.key not in qframes:
             continue  # its scores cannot be placed on frames (core.trace.quality_frames)
-        args, frames, _ = arguments[metric.function](part, metric)
+        args, frames, _ = arguments(part, metric)
         out[metric.key] = float(metric.function(*args)) if args is not None and frames >= 2 else math.nan
     return out
 
