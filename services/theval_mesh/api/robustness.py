@@ -19,6 +19,7 @@ from theval_mesh.core.aggregate import per_video
 from theval_mesh.core.inputs import videos_in
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import json_safe
+from theval_mesh.outputs.whole_files import write_text
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError, VideoError
 from theval_mesh.pure.limits import Limits
@@ -156,7 +157,7 @@ def _mark_results(folder: Path, result: Robustness) -> list[str]:
     notes = rb.below_floor(ranked, floor, kind) if not math.isnan(floor) else []
     doc["robustness"] = json_safe({"floors": {m: {"floor": f, "kind": k} for m, (f, k) in result.floors.items()},
                                    "below_floor": notes})
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    write_text(path, json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n")  # whole, links replaced
     return notes
 
 

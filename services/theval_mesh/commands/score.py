@@ -4,6 +4,7 @@ import json
 import math
 from pathlib import Path
 
+from theval_mesh.outputs.run_files import check_folder
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.scoring import (
     format_leaderboard_text,
@@ -44,6 +45,7 @@ def register(subparsers) -> None:
 def score_file(path, gt_name: str = "GT", gt_published: bool = False, weights=None,
                allow_mixed: bool = False, model_column: str = "Model"):
     """Leaderboard of a raw metric CSV; the GT row comes from the file or the published figures."""
+    check_folder(Path(path).parent, listing=Path(path).name)  # a results folder's raw_metrics.csv
     rows = read_raw_csv(path, model_column=model_column)
     if gt_published:
         # A results folder's raw_metrics.csv: its run's provenance (run.json beside it) says how it

@@ -15,6 +15,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from theval_mesh.outputs.results_files import RESULTS_JSONL
+from theval_mesh.outputs.run_files import check_folder
 from theval_mesh.outputs.whole_files import write_text
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics import legacy as lm
@@ -44,6 +45,7 @@ def _read(results_dir: Path) -> tuple[dict, list[dict]]:
         videos = [json.loads(line) for line in lines_path.read_text().splitlines() if line.strip()]
     except json.JSONDecodeError as err:
         raise UserError(f"cannot read {results_dir}: {err}") from None
+    check_folder(results_dir, doc)
     return doc, videos
 
 

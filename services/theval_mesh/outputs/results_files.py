@@ -13,6 +13,7 @@ from theval_mesh.core.incidents import logged_internal
 from theval_mesh.core.preflight import pairing_of
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import OK, VideoResult
+from theval_mesh.outputs.run_files import RESULTS_DB, RUN, describe  # noqa: F401 - RESULTS_DB: evaluate's store
 from theval_mesh.outputs.whole_files import replacing, write_text
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import NotRanked, UserError
@@ -27,7 +28,6 @@ RESULTS_SCHEMA = Path(__file__).resolve().parents[1] / "data" / "results.schema.
 SCHEMA_ID = "theval-results/1"
 
 RESULTS_JSONL = "results.jsonl"
-RESULTS_DB = "results.sqlite"  # the job store of `theval evaluate`: every result as it is committed
 # What write_all writes: name -> file in the results folder.
 FILES = {"results_jsonl": RESULTS_JSONL, "results_csv": "results.csv", "raw_metrics": "raw_metrics.csv",
          "leaderboard_csv": "leaderboard.csv", "leaderboard_md": "leaderboard.md", "plot": "leaderboard.png",
@@ -92,10 +92,11 @@ def _pair(interval) -> list:
 
 
 def results_document(board: Leaderboard | None, rows, results: list[VideoResult], run_info: dict,
-                     not_ranked: str | None = None) -> dict:
+                     not_ranked: str | None = None, run: dict | None = None) -> dict:
     """results.json: what a paper's table needs, machine-readable (data/results.schema.json).
     board None: no leaderboard could be formed, for the reason `not_ranked` (the counts, settings
-    and provenance are still there; the per-video values are in results.jsonl)."""
+    and provenance are still there; the per-video values are in results.jsonl). run: the files
+    written before it (outputs.run_files)."""
     b = board.uncertainty if board else None
     raw = {row.model: row for row in rows}
     entries = []
@@ -139,6 +140,7 @@ def results_document(board: Leaderboard | None, rows, results: list[VideoResult]
             {"better": c.better, "worse": c.worse, "difference_ci": _pair(c.difference),
              "paired_items": c.paired_items, "apart": c.apart, "note": "" if c.apart else c.note(b.level)}
             for c in b.comparisons],
+        **({RUN: run} if run else {}),
     }
 
 
@@ -276,8 +278,12 @@ def _write_raw_csv(rows, path: Path):
         tables.write_raw_csv(rows, new)
 
 
-def _write_json(path: Path, document: dict):
-    write_text(path, json.dumps(document, indent=1, sort_keys=True, allow_nan=False, default=str))
+def _write_results_json(out: Path, written: list[str], board: Leaderboard | None, rows, results: list[VideoResult],
+                        run_info: dict, not_ranked: str | None = None) -> None:
+    """results.json, last: it names the run and every file written before it."""
+    document = results_document(board, rows, results, run_info, not_ranked, run=describe(out, written))
+    write_text(out / FILES["results_json"], json.dumps(document, indent=1, sort_keys=True, allow_nan=False,
+                                                       default=str))
 
 
 def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, run_info: dict) -> dict:
@@ -299,7 +305,8 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
     write_leaderboard_tex(board, paths["leaderboard_tex"], provenance)
     plot_leaderboard(board, paths["plot"], proxies, svg=paths["plot_svg"])
     write_text(paths["run"], json.dumps(run_info, indent=2, sort_keys=True, default=str))
-    _write_json(paths["results_json"], results_document(board, rows, results, run_info))
+    _write_results_json(out, [f for f in FILES.values() if f != FILES["results_json"]],
+                        board, rows, results, run_info)
     return paths
 
 
@@ -346,7 +353,7 @@ def write_results(out: Path, store, job) -> Written:
     if rows:
         _write_raw_csv(rows, out / FILES["raw_metrics"])
         written.append(FILES["raw_metrics"])
-    _write_json(out / FILES["results_json"], results_document(None, rows, results, run_info, not_ranked=reason))
+    _write_results_json(out, written, None, rows, results, run_info, not_ranked=reason)
     written.append(FILES["results_json"])
     missing = [f for f in FILES.values() if f not in written]
     raise NotRanked(reason, out, written, missing, results)

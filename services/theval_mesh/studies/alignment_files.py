@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from theval_mesh.outputs.run_files import RESULTS_JSON, check_folder
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.scoring.alignment import WinRate, format_p, win_rates
@@ -13,7 +14,6 @@ from theval_mesh.pure.scoring.final_score import final_score, group_scores
 from theval_mesh.pure.scoring.names import FINAL, GROUPS, METRICS, canonical_metric
 from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, published_human_correlation
 
-RESULTS_JSON = "results.json"
 PAIRWISE_COLUMNS = ("model_a", "model_b", "preferred")
 WIN_RATE_COLUMNS = ("model", "win_rate")
 NOT_SCORES = {"rank", "note", "type"}  # numeric-looking or descriptive columns that are no score
@@ -53,10 +53,12 @@ def read_scores(path) -> ScoreTable:
 def _scores_from_results(path: Path) -> ScoreTable:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        return ScoreTable(str(path), _leaderboard_columns(doc["leaderboard"], doc["gt"]["name"]), doc["gt"]["name"])
+        table = ScoreTable(str(path), _leaderboard_columns(doc["leaderboard"], doc["gt"]["name"]), doc["gt"]["name"])
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise UserError(f"{path}: not a results.json written by `theval evaluate` "
                         f"({type(err).__name__}: {err})") from None
+    check_folder(path.parent, doc)
+    return table
 
 
 def _leaderboard_columns(board: list, gt: str) -> dict:

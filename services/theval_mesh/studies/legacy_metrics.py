@@ -25,6 +25,7 @@ from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.inputs import VIDEO_SUFFIXES, discover, videos_in
 from theval_mesh.core.results import json_safe
 from theval_mesh.outputs.results_files import SCHEMA_ID
+from theval_mesh.outputs.whole_files import write_text
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UsageRefused, UserError, VideoError, WeightsMissing
 from theval_mesh.pure.limits import Limits
@@ -485,7 +486,7 @@ def _add_to_results_json(path: Path, block: dict) -> None:
         return
     if isinstance(doc, dict) and doc.get("schema") == SCHEMA_ID:
         doc["legacy"] = block
-        path.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n")
+        write_text(path, json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n")  # whole, links replaced
 
 
 def format_summary(result: LegacyRun) -> str:
