@@ -345,3 +345,27 @@ def test_a_ray_address_where_nothing_answers_fails_on_the_first_attempt_and_one_
     with pytest.raises(pipeline.UserError, match="(?s)failed to start a session 3 times.*ray_client_server_23000.err"):
         pipeline._connect_ray(ray, "ray://head:10001", pause_s=0)
     assert ray.inits == pipeline.CONNECT_ATTEMPTS == 3
+
+
+@pytest.mark.slow  # check() waits for the mesh that is not there
+@pytest.mark.parametrize("owner", ["", "alice"])
+def test_a_submitted_jobs_error_names_no_server_address_and_the_log_has_it(store, tmp_path, owner, caplog):
+    """A job whose mesh does not answer fails before any work. Run from the CLI (no owner), Job.error
+    says where the mesh was; submitted to an evaluator by `alice`, Job.error is a line with an id
+    and the address goes to the evaluator's log under that id (docs/security.md)."""
+    from theval_mesh.rpc.launcher import free_port
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    spec = JobSpec(inputs=[["GT", str(tmp_path)]], settings=SETTINGS, workers=1, mesh=address, owner=owner)
+    job_id = store.create(spec, [Item("GT", str(tmp_path / "a.mp4"))]).id
+    with pytest.raises(pipeline.UserError, match=address):
+        run_inline(store, job_id)
+    error = store.get(job_id).error
+    assert store.get(job_id).state == "failed"
+    if not owner:
+        assert address in error
+        return
+    assert address not in error and str(tmp_path) not in error
+    shown, error_id = error.split(" (error ")
+    assert shown == "the job could not run on the evaluator's side; the evaluator's log has the details"
+    logged = [r.getMessage() for r in caplog.records if error_id.rstrip(")") in r.getMessage()]
+    assert len(logged) == 1 and address in logged[0]

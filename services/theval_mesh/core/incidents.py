@@ -16,3 +16,11 @@ def logged_internal(err: BaseException, where: str = "") -> str:
     stack = "".join(traceback.format_tb(err.__traceback__)).rstrip()
     log.error("%sinternal error %s: %s\n%s", f"{where}: " if where else "", error_id, shorten(repr(err)), stack)
     return f"internal error; see the log (error {error_id})"
+
+
+def logged_for_operator(text: str, shown: str, where: str = "") -> str:
+    """Log `text`, a message meant for whoever runs the server (it may name its addresses and
+    paths), under a new id; returns `shown` with the id, the one line for a remote caller."""
+    error_id = secrets.token_hex(4)
+    log.error("%s%s (error %s)", f"{where}: " if where else "", text, error_id)
+    return f"{shown}; the evaluator's log has the details (error {error_id})"

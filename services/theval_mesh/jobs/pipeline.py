@@ -20,7 +20,7 @@ import time
 from collections import deque
 
 from theval_mesh.backends.native_logs import QUIET
-from theval_mesh.core.incidents import logged_internal
+from theval_mesh.core.incidents import logged_for_operator, logged_internal
 from theval_mesh.core.inputs import Item
 from theval_mesh.core.preflight import before_work
 from theval_mesh.core.results import FAILED, VideoResult
@@ -168,6 +168,20 @@ def _missing(item: Item, spec) -> VideoResult:
     return VideoResult(item.model, item.video, FAILED, item.missing, settings=spec.settings)
 
 
+# What a remote caller reads in Job.error, per final state, for a job submitted to an evaluator.
+FOR_OWNER = {"failed": "the job could not run on the evaluator's side",
+             "interrupted": "the job stopped before every video was scored (a resume scores the rest)"}
+
+
+def _for_owner(spec: JobSpec, state: str, why: str, job_id: str) -> str:
+    """Job.error: `why` as it is for a job of this machine's user (the CLI's); for a job submitted
+    to an evaluator (spec.owner), a line without the server's addresses and paths that `why` may
+    name (the mesh, the store, Ray), which go to the evaluator's log under an id."""
+    if not spec.owner:
+        return why
+    return logged_for_operator(why, FOR_OWNER.get(state, f"the job ended {state}"), f"job {job_id}")
+
+
 class _Loop:
     """What both runners share: pending items a page at a time, commits, retries, heartbeat,
     progress and metrics. The heartbeat has a thread of its own: it says the driver is alive
@@ -183,7 +197,7 @@ class _Loop:
             if not checked:
                 check(store.get(job_id).spec)
         except UserError as err:  # e.g. weights deleted, the mesh down: say so in the job
-            store.finish(job_id, "failed", str(err))
+            store.finish(job_id, "failed", _for_owner(store.get(job_id).spec, "failed", str(err), job_id))
             raise
         self.job = store.claim(job_id)
         self.spec = self.job.spec
@@ -291,10 +305,14 @@ class _Loop:
             self.cache.close()
         if error is None:
             state, why = ("cancelled" if self.cancelled else "done"), None
-        elif isinstance(error, (KeyboardInterrupt, JobStopped, StoreFull)):  # resumable as it is
-            state, why = "interrupted", None if isinstance(error, KeyboardInterrupt) else str(error)
+        elif isinstance(error, KeyboardInterrupt):  # resumable as it is
+            state, why = "interrupted", None
+        elif isinstance(error, (JobStopped, StoreFull)):  # resumable as it is
+            state = "interrupted"
+            why = _for_owner(self.spec, state, str(error), self.job_id)
         elif isinstance(error, UserError):  # one line written for the user
-            state, why = "failed", str(error)
+            state = "failed"
+            why = _for_owner(self.spec, state, str(error), self.job_id)
         else:  # Ray's or ours: its text may carry tracebacks, hosts and pids; the log has it under an id
             state, why = "failed", logged_internal(error, f"job {self.job_id}")
         job_telemetry.JOBS_FINISHED.labels(state).inc()
