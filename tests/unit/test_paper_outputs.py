@@ -7,7 +7,9 @@ import json
 import math
 import re
 
+import matplotlib.colors
 import numpy as np
+import pytest
 from PIL import Image
 
 from theval_mesh.api.evaluation import Evaluation, LeaderboardRow, _rows
@@ -136,6 +138,31 @@ def test_the_plot_is_colour_blind_safe_covers_negative_scores_and_is_printable(t
     results_files.plot_leaderboard(b, png, svg=svg)
     assert [round(d) for d in Image.open(png).info["dpi"]] == [300, 300]
     assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()[:1000]
+
+
+def test_one_far_out_score_is_an_outlier_not_the_scale_and_a_final_below_0_names_its_metric():
+    """The issue's case: one -10.16 cell among scores of 0.6-1 made 0.76 and 1.00 look alike."""
+    gt = dict.fromkeys(METRICS, 2.0)
+    near = {m: 2.0 * (1.2 + 0.05 * i) for i, m in enumerate(METRICS)}  # normalised 0.8 down to 0.45
+    off = {**near, "Face quality": 2.0 * 12.16}  # normalised 1 - 11.16 = -10.16
+    b = leaderboard([RawRow("GT", gt), RawRow("near", near), RawRow("off", off)], gt_name="GT")
+    row = next(r for r in b.rows if r.model == "off")
+    assert row.scores["Face quality"] == pytest.approx(-10.16) and row.final < 0
+    assert row.note == ("Final score below 0, driven by Face quality: -10.16 (its raw mean is 1116% of the "
+                        "GT's value away from it)")
+    assert next(r for r in b.rows if r.model == "near").note == ""
+
+    fig = results_files.leaderboard_figure(b)
+    heat, bars = fig.axes[0], fig.axes[1]
+    norm = heat.images[0].norm
+    assert (norm.vmin, norm.vmax) == (0.0, 1.0)  # the other scores keep the whole colour range
+    cmap = heat.images[0].get_cmap()
+    assert matplotlib.colors.to_hex(cmap(norm(-10.16))) == results_files.OUTLIER_COLOUR.lower()
+    assert "-10.16" in [t.get_text() for t in heat.texts]  # its value printed in the cell
+    assert "outliers below 0.00" in heat.get_title()
+    assert any(t.get_text().endswith("(Face quality)") for t in bars.texts)
+    tables_md = tables.leaderboard_markdown(b)
+    assert "driven by Face quality" in tables_md
 
 
 def three_videos_each(provenance: dict) -> tuple[list, list]:

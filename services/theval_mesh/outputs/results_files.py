@@ -20,7 +20,7 @@ from theval_mesh.pure.errors import NotRanked, UserError
 from theval_mesh.pure.metrics.registry import REGISTRY
 from theval_mesh.pure.scoring import tables
 from theval_mesh.pure.scoring.compat import PUBLISHED_BLOCKERS
-from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, video_scores
+from theval_mesh.pure.scoring.final_score import Leaderboard, RawRow, below_zero_driver, video_scores
 from theval_mesh.pure.scoring.names import METRICS, NAME_OF_KEY
 from theval_mesh.pure.version import VERSION
 
@@ -36,6 +36,7 @@ FILES = {"results_jsonl": RESULTS_JSONL, "results_csv": "results.csv", "raw_metr
 PLOT_DPI = 300  # leaderboard.png at print resolution; leaderboard.svg beside it scales without loss
 BAR_COLOUR = "#0072B2"  # Okabe-Ito blue: the Final-score bars
 HEAT_MAP = "cividis"  # perceptually uniform, readable with any colour vision deficiency
+OUTLIER_COLOUR = "#D55E00"  # Okabe-Ito vermillion: a score below the heat map's scale
 
 
 def _video_scores(r: VideoResult, board: Leaderboard | None) -> tuple[dict, float]:
@@ -203,10 +204,26 @@ def plot_leaderboard(board: Leaderboard, path: Path, proxies=(), svg: Path | Non
 
 
 def _scale(values) -> tuple[float, float]:
-    """The colour scale of the heat map: from the lowest score (below 0 when a model is further
-    from the GT than the GT's own value: the scores are not clamped) or 0, to 1 (like the GT)."""
+    """An axis that holds every value, 0 and 1 (the Final-score bars and their intervals)."""
     finite = [v for v in values if math.isfinite(v)]
     return min([0.0, *finite]), max([1.0, *finite])
+
+
+FAR_OUT = 3.0  # Tukey's far-out fence: below Q1 - 3 IQR
+
+
+def heat_scale(values) -> tuple[float, float]:
+    """The heat map's colour scale: 0 (or the lowest score that is not an outlier, when lower) to 1.
+    A score below 0 means a raw mean further from the GT's than the GT's own value; one far-out
+    score (-10, say) would otherwise stretch the scale until 0.76 and 1.00 look alike. Scores
+    below the scale are drawn in the outlier colour with their value."""
+    import numpy as np
+    finite = np.array([v for v in values if math.isfinite(v)])
+    if finite.size == 0:
+        return 0.0, 1.0
+    q1, q3 = np.percentile(finite, [25, 75])
+    inside = finite[finite >= q1 - FAR_OUT * (q3 - q1)]
+    return min(0.0, float(inside.min())), max(1.0, float(finite.max()))
 
 
 def leaderboard_figure(board: Leaderboard, proxies=()):
@@ -222,8 +239,9 @@ def leaderboard_figure(board: Leaderboard, proxies=()):
     grid = np.array([[r.scores.get(m, math.nan) for m in METRICS] for r in rows])
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 1.6 + 0.45 * len(rows)),
                                  gridspec_kw={"width_ratios": [4, 1]})
-    cmap = matplotlib.colormaps[HEAT_MAP]
-    vmin, vmax = _scale(grid.ravel())
+    vmin, vmax = heat_scale(grid.ravel())
+    outliers = bool((grid < vmin).any())
+    cmap = matplotlib.colormaps[HEAT_MAP].with_extremes(under=OUTLIER_COLOUR)
     norm = matplotlib.colors.Normalize(vmin=vmin, vmax=vmax)
     im = ax.imshow(grid, cmap=cmap, norm=norm, aspect="auto")
     labels = [f"{m}\n(PROXY)" if m in proxies else m for m in METRICS]
@@ -240,8 +258,10 @@ def leaderboard_figure(board: Leaderboard, proxies=()):
     title = "normalised score per metric (1 = like GT)"
     if proxies:
         title += f"; PROXY: {', '.join(proxies)} from the training-free proxy, not the paper's models"
+    if outliers:
+        title += f"\noutliers below {vmin:.2f} in vermillion, their value printed"
     ax.set_title(title, fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.03)
+    fig.colorbar(im, ax=ax, fraction=0.03, extend="min" if outliers else "neither")
     finals = np.array([r.final for r in rows])
     ci = {m: i.final for m, i in board.uncertainty.rows.items() if i.final} if board.uncertainty else {}
     low = np.array([ci[r.model][0] if r.model in ci else math.nan for r in rows])
@@ -250,10 +270,11 @@ def leaderboard_figure(board: Leaderboard, proxies=()):
     bx.barh(range(len(rows)), finals, color=BAR_COLOUR, xerr=errors if ci else None, ecolor="black", capsize=2)
     left, right = _scale(np.concatenate([finals, low, high]))  # every bar and every interval
     pad = 0.2 * (right - left)  # room for the value beside the bar
-    for i, f in enumerate(finals):
+    for i, (f, row) in enumerate(zip(finals, rows)):
         if not math.isnan(f):
-            bx.text(max(f if math.isnan(high[i]) else high[i], 0) + 0.02 * (right - left), i, f"{f:.3f}",
-                    va="center", fontsize=7)
+            driver = below_zero_driver(row.scores, board.weights)  # the metric behind a Final below 0
+            bx.text(max(f if math.isnan(high[i]) else high[i], 0) + 0.02 * (right - left), i,
+                    f"{f:.3f}" + (f" ({driver})" if driver else ""), va="center", fontsize=7)
     bx.set_yticks(range(len(rows)), [])
     bx.invert_yaxis()
     ax.set_ylim(len(rows) - 0.5, -0.5)

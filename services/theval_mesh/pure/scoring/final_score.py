@@ -236,7 +236,8 @@ def leaderboard(rows, gt_name: str = "GT", weights=None, allow_mixed: bool = Fal
             model=row.model, scores=scores, groups=group_scores(scores),
             final=final_score(scores, weights), rank=None,
             counts=dict(row.counts) if row.counts is not None else None,
-            is_gt=row is gt, note="; ".join(filter(None, [_note(scores, weights, bad), _left_out_note(bad)]))))
+            is_gt=row is gt, note="; ".join(filter(None, [_note(scores, weights, bad), _left_out_note(bad),
+                                                          below_zero_note(scores, weights)]))))
     if unchecked and not is_published(gt.provenance):
         warnings.append(f"no provenance on both GT and {', '.join(unchecked)}: could not check "
                         "that they were scored with the same profile and backends")
@@ -265,6 +266,23 @@ def _compatibility(gt_provenance, row: RawRow, allow_mixed: bool) -> list[str]:
 
 def _left_out_note(left_out) -> str:
     return f"partial Final score: {', '.join(left_out)} left out" if left_out else ""
+
+
+def below_zero_driver(scores: dict, weights: dict) -> str | None:
+    """For a Final score below 0, the metric that pulls it down most (the scores are not clamped:
+    a raw mean further from the GT's than the GT's own value scores below 0); else None."""
+    if not final_score(scores, weights) < 0:
+        return None
+    return min((m for m in METRICS if weights[m] > 0 and not math.isnan(scores[m])),
+               key=lambda m: weights[m] * scores[m])
+
+
+def below_zero_note(scores: dict, weights: dict) -> str:
+    metric = below_zero_driver(scores, weights)
+    if metric is None:
+        return ""
+    return (f"Final score below 0, driven by {metric}: {scores[metric]:.2f} (its raw mean is "
+            f"{1 - scores[metric]:.0%} of the GT's value away from it)")
 
 
 def _note(scores: dict, weights: dict, left_out=()) -> str:
