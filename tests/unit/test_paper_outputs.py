@@ -270,3 +270,15 @@ def test_the_report_shows_no_published_overlay_beside_results_it_cannot_be_compa
     page = html_report.build_report(tmp_path, thumbnails=0, progress=False, published=True).read_text()
     assert "The published leaderboard is offered (--published) beside these results, which are not" in page
     assert "published (paper)" in page and 'class="published"' in page
+
+
+def test_report_title_names_the_page_escaped(tmp_path, capsys):
+    """`theval report --title`: the page's <title> and heading, as text (a name with markup stays text)."""
+    from theval_mesh.commands.cli import main
+    from tests.unit.test_results_document import evaluation
+    evaluation(tmp_path)
+    assert main(["report", str(tmp_path), "--thumbnails", "0", "--no-progress", "--title", "Table 2 <draft>"]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "<title>Table 2 &lt;draft&gt;</title>" in page and "<h1>Table 2 &lt;draft&gt;</h1>" in page
+    assert main(["report", str(tmp_path), "--thumbnails", "0", "--no-progress"]) == 0
+    assert f"<title>THEval report: {tmp_path.name}</title>" in (tmp_path / "report.html").read_text()

@@ -95,3 +95,4 @@ def test_a_folder_written_before_the_run_block_and_a_csv_elsewhere_are_read_as_b
     (other / "raw.csv").write_text((tmp_path / "raw_metrics.csv").read_text())
     (other / "results.json").write_text(json.dumps({RUN: {"id": "x", "files": {"gone.csv": {"sha256": "0" * 64}}}}))
     score_file(other / "raw.csv")  # not a file of that run: read as any CSV
+

@@ -14,13 +14,15 @@ class MlflowRun:
 
 
 def write_report(results_dir: str | Path, out: str | Path | None = None, *,
-                 thumbnails: int | None = THUMBNAILS_PER_MODEL, progress: bool = True, published: bool = False) -> Path:
+                 thumbnails: int | None = THUMBNAILS_PER_MODEL, progress: bool = True, published: bool = False,
+                 title: str | None = None) -> Path:
     """Write one self-contained HTML report of the results in `results_dir`; returns its path
     (default RESULTS_DIR/report.html). thumbnails: videos per model with worst-frame thumbnails,
     read from the video files (None: every video; 0: none). published: offer the published
     leaderboard even beside results scored otherwise than the published figures (labelled so; by
-    default it is left out of such a report). Needs the `report` extra (plotly)."""
-    return build_report(results_dir, out, thumbnails, progress=progress, published=published)
+    default it is left out of such a report). title: the page's title and heading (default
+    "THEval report: <folder name>"). Needs the `report` extra (plotly)."""
+    return build_report(results_dir, out, thumbnails, progress=progress, published=published, title=title)
 
 
 def log_to_mlflow(results_dir: str | Path, uri: str | None = None, experiment: str = "theval") -> MlflowRun:

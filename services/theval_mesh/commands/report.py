@@ -31,6 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--published", action="store_true",
                    help="offer the published leaderboard even beside results scored otherwise than the published "
                         "figures (the proxy, the rigid fit, stand-in weights): labelled as not comparable")
+    p.add_argument("--title", metavar="TEXT", help="the page's title and heading (default: THEval report: <folder name>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -38,7 +39,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from theval_mesh.api.reports import write_report
     path = write_report(args.results_dir, args.out, thumbnails=args.thumbnails, progress=not args.no_progress,
-                        published=args.published)
+                        published=args.published, title=args.title)
     size = path.stat().st_size
     print(f"report: {path} ({size / 1e6:.1f} MB)", file=sys.stderr)
     print(path)

@@ -310,9 +310,10 @@ def _json_for_script(value) -> str:
 
 
 def build_report(results_dir, out=None, thumbnails: int | None = THUMBNAILS_PER_MODEL,
-                 progress: bool = True, published: bool = False) -> Path:
+                 progress: bool = True, published: bool = False, title: str | None = None) -> Path:
     """Write the report; returns its path (default RESULTS_DIR/report.html). thumbnails: videos per
-    model with worst-frame thumbnails (None: every video; 0: none)."""
+    model with worst-frame thumbnails (None: every video; 0: none); title: the page's (default
+    "THEval report: <folder name>")."""
     import plotly.offline
     results_dir = Path(results_dir)
     doc, videos = _read(results_dir)
@@ -343,7 +344,7 @@ def build_report(results_dir, out=None, thumbnails: int | None = THUMBNAILS_PER_
         banner += (f'<p class="proxy">PROXY: {html.escape(", ".join(proxies))} computed by the training-free '
                   "proxy, not the paper's models: these columns are labelled (PROXY) wherever they show.</p>")
     values = {
-        "TITLE": html.escape(f"THEval report: {results_dir.name}"), "PLOTLY": plotly.offline.get_plotlyjs(),
+        "TITLE": html.escape(title or f"THEval report: {results_dir.name}"), "PLOTLY": plotly.offline.get_plotlyjs(),
         "BANNER": banner, "LEVEL": _level(doc), "TABLE": _leaderboard_table(doc, published),
         "NOTES": _notes(doc), "LEGACY": _legacy_section(doc), "RADAR": html.escape(_radar_note(proxies)), "PROVENANCE": _provenance(doc),
         "THUMBS": "every video" if thumbnails is None else
