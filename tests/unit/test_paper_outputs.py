@@ -274,8 +274,8 @@ def test_the_report_shows_no_published_overlay_beside_results_it_cannot_be_compa
 
 def test_report_title_names_the_page_escaped(tmp_path, capsys):
     """`theval report --title`: the page's <title> and heading, as text (a name with markup stays text)."""
-    from theval_mesh.commands.cli import main
     from tests.unit.test_results_document import evaluation
+    from theval_mesh.commands.cli import main
     evaluation(tmp_path)
     assert main(["report", str(tmp_path), "--thumbnails", "0", "--no-progress", "--title", "Table 2 <draft>"]) == 0
     page = (tmp_path / "report.html").read_text()
