@@ -61,7 +61,7 @@ def value(row, name):
 def tex_rows(text) -> dict:
     """model cell -> the row's cells (\\\\ and the line end taken off)."""
     return {cells[1]: cells for cells in (line[:-len(r" \\")].split(" & ") for line in text.splitlines()
-                                          if line.endswith(r" \\") and not line.startswith("Rank"))}
+                                          if line.endswith(r" \\") and not line.startswith(("Rank", " &", "\\")))}
 
 
 def number(cell) -> float:
@@ -71,12 +71,21 @@ def number(cell) -> float:
 def test_the_latex_table_is_booktabs_with_intervals_bold_best_arrows_and_escaping():
     b = board()
     text = tables.leaderboard_latex(b)
-    assert [line for line in text.splitlines() if line.startswith("\\") and "&" not in line] == [
-        r"\begin{tabular}{rl" + "c" * 12 + "}", r"\toprule", r"\midrule", r"\midrule", r"\bottomrule",
-        r"\end{tabular}"]  # the GT a reference line above the models
+    assert [line for line in text.splitlines() if line.startswith("\\") and "&" not in line][:5] == [
+        r"\begin{tabular}{rl" + "c" * 12 + "}", r"\toprule",
+        r"\cmidrule(lr){3-5} \cmidrule(lr){6-8} \cmidrule(lr){9-10} \cmidrule(lr){11-13}",
+        r"\midrule", r"\midrule"]  # the GT a reference line above the models
+    assert text.splitlines()[-1] == r"\end{tabular}"
     assert "half-width = (high - low) / 2" in text and "asymmetric" in text
-    header = next(line for line in text.splitlines() if line.startswith("Rank & Model"))
-    assert header.count(r"$\uparrow$") == 12 and "Final score $\\uparrow$" in header
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("Rank & Model"))
+    groups = lines[lines.index(header) - 2]  # each group over its metrics, then the group means
+    assert groups == (r" &  & \multicolumn{3}{c}{Quality} & \multicolumn{3}{c}{Naturalness} & "
+                      r"\multicolumn{2}{c}{Synchronization} & \multicolumn{3}{c}{Groups} &  \\")
+    assert header.count(r"$\uparrow$") == 12 and header.startswith(r"Rank & Model & Aesth $\uparrow$ & Mouth")
+    assert header.endswith(r"Sync. $\uparrow$ & Final $\uparrow$ \\")
+    legend = next(line for line in lines if "Aesth: Global aesthetic" in line)
+    assert all(f"{tables.LATEX_SHORT[n]}: {n}" in legend for n in [*METRICS, *GROUPS, FINAL])
     escaped = r"a\_b \& c\% \#1 \{x\} \textasciitilde{}\textasciicircum{}\textbackslash{}"
     rows = tex_rows(text)
     assert list(rows) == ["GT", "best", escaped, "far", "gap"] and ODD not in text
@@ -229,8 +238,9 @@ def test_a_table_cut_out_of_its_folder_keeps_its_labels(tmp_path):
     b = leaderboard(rows, gt_name="GT")
     paths = results_files.write_all(tmp_path, res, rows, b, {"settings": {}, "provenance": provenance})
     tex = paths["leaderboard_tex"].read_text()
-    assert r"Face quality$^\dagger$ $\uparrow$" in tex and r"Mouth quality $\uparrow$" in tex
-    assert r"$^\dagger$ training-free proxy, not the paper's quality models." in tex
+    assert r"Face$^\dagger$ $\uparrow$" in tex and r"Mouth $\uparrow$" in tex
+    assert r"$^\dagger$ training-free proxy, not the paper's quality models (or a mean that includes one)." in tex
+    assert r"Qual.$^\dagger$" in tex and r"Final$^\dagger$" in tex and r"Nat. $\uparrow$" in tex
     assert "not comparable with the published figures: training-free proxy for face" in tex
     assert tex.index(r"\bottomrule") < tex.index("not comparable") < tex.index(r"\end{tabular}")
     with open(paths["leaderboard_csv"], newline="") as f:
@@ -239,6 +249,11 @@ def test_a_table_cut_out_of_its_folder_keeps_its_labels(tmp_path):
     assert "Not comparable with the published figures" in paths["leaderboard_md"].read_text()
     evaluation = Evaluation(results=res, leaderboard=_rows(b, rows), board=b, paths={})
     assert evaluation.to_latex() == tex
+    groups = paths["leaderboard_groups_tex"].read_text()  # the groups alone: labelled the same way
+    assert evaluation.to_latex(groups_only=True) == groups
+    assert r"Qual.$^\dagger$ $\uparrow$" in groups and r"Final$^\dagger$" in groups  # they average the proxy's
+    assert "not comparable with the published figures: training-free proxy for face" in groups
+    assert r"\begin{tabular}{rlcccc}" in groups
 
 
 def test_the_published_gt_refuses_results_it_cannot_be_compared_with(tmp_path, capsys):

@@ -74,13 +74,15 @@ class Evaluation:
     def warnings(self) -> list[str]:
         return self.board.warnings
 
-    def to_latex(self, decimals: int = 3) -> str:
+    def to_latex(self, decimals: int = 3, groups_only: bool = False) -> str:
         """The leaderboard as a booktabs LaTeX table, what leaderboard.tex holds (with `out`,
         paths["leaderboard_tex"]; the plot as SVG: paths["plot_svg"]): each cell the mean and the
-        half-width of its 95 % interval, the best model per column in bold."""
+        half-width of its 95 % interval, the best model per column in bold, short column names
+        with a legend row. groups_only: the three groups and the Final score, as
+        leaderboard_groups.tex (one column of a two-column paper)."""
         scored = next((r for r in self.results if r.provenance), None)
         setup, proxies = results_files.setup_labels(scored.provenance if scored else None)
-        return tables.leaderboard_latex(self.board, decimals, setup=setup, proxies=proxies)
+        return tables.leaderboard_latex(self.board, decimals, setup=setup, proxies=proxies, groups_only=groups_only)
 
     def to_pandas(self) -> tuple["pandas.DataFrame", "pandas.DataFrame"]:
         """(results, leaderboard) as pandas DataFrames: one row per video (raw metrics by key), and

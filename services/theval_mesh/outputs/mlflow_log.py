@@ -14,8 +14,8 @@ from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics.registry import REGISTRY
 
 BATCH = 1000  # MLflow's limit of metrics per log_batch call
-ARTEFACTS = ("results_json", "leaderboard_csv", "leaderboard_md", "leaderboard_tex", "plot", "plot_svg",
-             "results_csv")  # and the report
+ARTEFACTS = ("results_json", "leaderboard_csv", "leaderboard_md", "leaderboard_tex", "leaderboard_groups_tex", "plot",
+             "plot_svg", "results_csv")  # and the report
 
 
 def tracking_uri(out: Path, uri: str | None = None) -> str:

@@ -32,6 +32,7 @@ RESULTS_JSONL = "results.jsonl"
 FILES = {"results_jsonl": RESULTS_JSONL, "results_csv": "results.csv", "raw_metrics": "raw_metrics.csv",
          "leaderboard_csv": "leaderboard.csv", "leaderboard_md": "leaderboard.md", "plot": "leaderboard.png",
          "run": "run.json", "results_json": "results.json", "leaderboard_tex": "leaderboard.tex",
+         "leaderboard_groups_tex": "leaderboard_groups.tex",
          "plot_svg": "leaderboard.svg"}
 PLOT_DPI = 300  # leaderboard.png at print resolution; leaderboard.svg beside it scales without loss
 BAR_COLOUR = "#0072B2"  # Okabe-Ito blue: the Final-score bars
@@ -183,10 +184,12 @@ def setup_labels(provenance: dict | None) -> tuple[list[str], list[str]]:
     return list((provenance or {}).get(PUBLISHED_BLOCKERS) or []), _proxies(provenance)
 
 
-def write_leaderboard_tex(board: Leaderboard, path: Path, provenance: dict | None = None) -> None:
-    """leaderboard.tex: the booktabs table of tables.leaderboard_latex, labelled (setup_labels)."""
+def write_leaderboard_tex(board: Leaderboard, path: Path, provenance: dict | None = None,
+                          groups_only: bool = False) -> None:
+    """leaderboard.tex (leaderboard_groups.tex: groups_only): the booktabs table of
+    tables.leaderboard_latex, labelled (setup_labels)."""
     setup, proxies = setup_labels(provenance)
-    write_text(path, tables.leaderboard_latex(board, setup=setup, proxies=proxies))
+    write_text(path, tables.leaderboard_latex(board, setup=setup, proxies=proxies, groups_only=groups_only))
 
 
 def plot_leaderboard(board: Leaderboard, path: Path, proxies=(), svg: Path | None = None):
@@ -324,6 +327,7 @@ def write_all(out: Path, results: list[VideoResult], rows, board: Leaderboard, r
         top += f"{text[0].upper()}{text[1:]}.\n\n"
     write_text(paths["leaderboard_md"], top + tables.leaderboard_markdown(board))
     write_leaderboard_tex(board, paths["leaderboard_tex"], provenance)
+    write_leaderboard_tex(board, paths["leaderboard_groups_tex"], provenance, groups_only=True)
     plot_leaderboard(board, paths["plot"], proxies, svg=paths["plot_svg"])
     write_text(paths["run"], json.dumps(run_info, indent=2, sort_keys=True, default=str))
     _write_results_json(out, [f for f in FILES.values() if f != FILES["results_json"]],

@@ -291,6 +291,9 @@ LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", 
                  "<": r"\textless{}", ">": r"\textgreater{}", "\n": " ", "\r": " ", "\t": " "}
 DAGGER = r"$^\dagger$"  # a column from the training-free proxy
 UP = r"$\uparrow$"  # normalised scores, groups and the Final score: higher is better (1 = like the GT)
+# leaderboard.tex's column headers, short enough for a page; a legend row under the table spells them out.
+LATEX_SHORT = {**{m.name: m.short for m in REGISTRY}, QUALITY: "Qual.", NATURALNESS: "Nat.",
+               SYNCHRONIZATION: "Sync.", FINAL: "Final"}
 
 
 def latex_escape(text: str) -> str:
@@ -303,16 +306,18 @@ def tex_number(value: float, decimals: int) -> str:
     return "$-$" + text[1:] if text.startswith("-") else text  # a minus sign, not a hyphen
 
 
-def leaderboard_latex(board: Leaderboard, decimals: int = 3, setup=(), proxies=()) -> str:
+def leaderboard_latex(board: Leaderboard, decimals: int = 3, setup=(), proxies=(), groups_only: bool = False) -> str:
     """The leaderboard as a booktabs LaTeX tabular (needs only \\usepackage{booktabs}): one row per
     model, the GT first as a reference line; the 8 normalised scores, the 3 groups and the Final
     score, each cell "mean $\\pm$ half-width" of its bootstrap interval (half-width = (high - low)/2;
     the percentile interval is asymmetric in general, leaderboard.csv and results.json hold both
-    bounds), the best ranked model per column in bold, "--" where there is no value. The columns of
-    `proxies` carry a dagger, and rows under the table say what the dagger means and how the setup
-    differs from the published one (`setup`, as write_leaderboard_csv's): pasted into a paper, the
-    table keeps its labels."""
-    names = [*METRICS, *GROUPS, FINAL]
+    bounds), the best ranked model per column in bold, "--" where there is no value. To fit a page,
+    two header rows (each group over its metrics, then short names) and a legend row of the short
+    names under the table; groups_only: the 3 groups and the Final score alone (one column of a
+    two-column paper). The columns of `proxies` carry a dagger, and rows under the table say what
+    the dagger means and how the setup differs from the published one (`setup`, as
+    write_leaderboard_csv's): pasted into a paper, the table keeps its labels."""
+    names = [*GROUPS, FINAL] if groups_only else [*METRICS, *GROUPS, FINAL]
     ranked = [r for r in board.rows if not r.is_gt and r.rank is not None]
 
     def value(row, name):
@@ -342,12 +347,24 @@ def leaderboard_latex(board: Leaderboard, decimals: int = 3, setup=(), proxies=(
               f"videos ({b.resamples} resamples, seed {b.seed}); half-width = (high - low) / 2. The interval is "
               "asymmetric in general: leaderboard.csv and results.json give both bounds."
               if b is not None else "% No bootstrap intervals: each cell is the mean."),
-             "% Bold: the best ranked model per column; --: no value."]
+             "% Bold: the best ranked model per column; --: no value.",
+             ("% One column of a two-column paper." if groups_only else
+              "% A two-column paper's full width: \\begin{table*} with \\footnotesize; the groups alone: "
+              "leaderboard_groups.tex.")]
     lines += [f"% {line}" for line in [_weights_line(board)] if line]
     lines += [f"% WARNING: {' '.join(w.split())}" for w in board.warnings]
-    header = ["Rank", "Model"] + [f"{latex_escape(n)}{DAGGER if n in proxies else ''} {UP}" for n in names]
-    lines += [r"\begin{tabular}{rl" + "c" * len(names) + "}", r"\toprule", " & ".join(header) + r" \\",
-              r"\midrule"]
+    spans = ([] if groups_only else [(g, len(members)) for g, members in GROUPS.items()]) + [("Groups", len(GROUPS))]
+    top, rules, column = ["", ""], [], 3
+    for title, width in spans:
+        top.append(rf"\multicolumn{{{width}}}{{c}}{{{latex_escape(title)}}}")
+        rules.append(rf"\cmidrule(lr){{{column}-{column + width - 1}}}")
+        column += width
+    # A group or the Final score that averages a proxy's column is marked too.
+    marked = {*proxies, *(g for g, members in GROUPS.items() if set(members) & set(proxies)),
+              *([FINAL] if proxies else [])}
+    header = ["Rank", "Model"] + [f"{latex_escape(LATEX_SHORT[n])}{DAGGER if n in marked else ''} {UP}" for n in names]
+    lines += [r"\begin{tabular}{rl" + "c" * len(names) + "}", r"\toprule", " & ".join(top + [""]) + r" \\",
+              " ".join(rules), " & ".join(header) + r" \\", r"\midrule"]
     gt_rows = [r for r in board.rows if r.is_gt]
     for row in board.rows:
         intervals = _intervals(board, row)
@@ -356,7 +373,9 @@ def leaderboard_latex(board: Leaderboard, decimals: int = 3, setup=(), proxies=(
         if row.is_gt and row is gt_rows[-1] and len(board.rows) > len(gt_rows):
             lines.append(r"\midrule")  # the GT: a reference line above the models
     lines.append(r"\bottomrule")
-    notes = ([f"{DAGGER} {PROXY_NOTE}."] if proxies else []) + ([latex_escape(setup_text(setup)) + "."] if setup else [])
+    legend = "; ".join(f"{LATEX_SHORT[n]}: {n}" for n in names if LATEX_SHORT[n] != n)
+    notes = ([latex_escape(legend) + "."] + ([f"{DAGGER} {PROXY_NOTE} (or a mean that includes one)."] if proxies else [])
+             + ([latex_escape(setup_text(setup)) + "."] if setup else []))
     width = 2 + len(names)
     lines += [rf"\multicolumn{{{width}}}{{p{{0.95\linewidth}}}}{{\footnotesize {n}}} \\" for n in notes]
     lines.append(r"\end{tabular}")
