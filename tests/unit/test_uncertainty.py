@@ -98,3 +98,23 @@ def test_pairing_over_shared_items_separates_what_item_noise_hides():
 def test_resamples_must_be_positive():
     with pytest.raises(ValueError, match="at least 1"):
         bootstrap({"GT": videos(3, TRUE_GT)}, "GT", WEIGHTS, ranked=[], resamples=0)
+
+
+def test_a_model_of_one_video_has_no_interval_and_the_tables_say_n_1():
+    """The issue's case: a model with one video showed a zero-width interval."""
+    from theval_mesh.pure.scoring import tables
+    values = {"GT": videos(12, TRUE_GT, seed=1), "many": videos(12, TRUE_GT * 1.2, seed=2),
+              "one": videos(1, TRUE_GT * 1.1, seed=3)}
+    board = board_of(values)
+    ranked = [r.model for r in board.rows if r.rank is not None]
+    board.uncertainty = bootstrap(values, "GT", WEIGHTS, ranked=ranked, resamples=500, seed=3)
+    assert "one" not in board.uncertainty.rows and "many" in board.uncertainty.rows
+    assert board.uncertainty.single == ["one"]
+    assert all(c.better != "one" and c.worse != "one" for c in board.uncertainty.comparisons)
+    for text in (tables.format_leaderboard_text(board), tables.leaderboard_markdown(board)):
+        line = next(row for row in text.splitlines() if " one " in row)
+        assert "n=1, no interval" in line
+        assert "one: n=1, no interval (the resamples of one video are that video)" in text
+    cells = tables.leaderboard_latex(board).split("\n")
+    row = next(c for c in cells if c.split(" & ")[1:2] == ["one"])
+    assert r"$\pm$" not in row  # the mean alone

@@ -228,11 +228,16 @@ def _weights_line(board: Leaderboard) -> str:
     return f"Weights: {', '.join(changed)} (others 1)" if changed else ""
 
 
+ONE_VIDEO = "n=1, no interval"
+
+
 def _ci(board: Leaderboard, row, decimals: int) -> list[str]:
     """The Final score's interval column, when the board has one."""
     if board.uncertainty is None:
         return []
     interval = board.uncertainty.rows.get(row.model)
+    if row.model in board.uncertainty.single and not row.is_gt:
+        return [ONE_VIDEO]
     if interval is None or interval.final is None or math.isnan(interval.final[0]):
         return ["-"]
     return [f"[{interval.final[0]:.{decimals}f}, {interval.final[1]:.{decimals}f}]"]
@@ -247,8 +252,9 @@ def _uncertainty_lines(board: Leaderboard) -> list[str]:
     if b is None:
         return []
     gt = "GT resampled too" if b.gt_resampled else "GT fixed"
+    single = [f"{m}: {ONE_VIDEO} (the resamples of one video are that video)" for m in b.single]
     return ([f"CI: {b.level:.0%} bootstrap over videos, {b.resamples} resamples, seed {b.seed}, {gt}"]
-            + [c.note(b.level) for c in b.comparisons if not c.apart])
+            + single + [c.note(b.level) for c in b.comparisons if not c.apart])
 
 
 def leaderboard_markdown(board: Leaderboard, decimals: int = 4) -> str:

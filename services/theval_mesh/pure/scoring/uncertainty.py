@@ -23,6 +23,7 @@ RESAMPLES = 10_000
 SEED = 0
 LEVEL = 0.95
 MIN_PAIRED = 2  # shared items needed to pair two models
+MIN_VIDEOS = 2  # a model's videos for an interval: the resamples of one video are that video (width 0)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Bootstrap:
     gt_resampled: bool   # False: a fixed GT row (the published one), no sampling error of its own
     rows: dict = field(default_factory=dict)         # model -> Intervals
     comparisons: list = field(default_factory=list)  # Comparison per adjacent pair of ranks
+    single: list = field(default_factory=list)       # models (the GT too) of one video: no interval
 
 
 def _interval(samples: np.ndarray, level: float) -> tuple:
@@ -150,16 +152,18 @@ def bootstrap(values: dict, gt_name: str, weights: dict, ranked: list, items: di
     rng = np.random.default_rng(seed)
     values = {m: np.asarray(v, dtype=float).reshape(-1, len(METRICS)) for m, v in values.items()}
     result = Bootstrap(resamples, seed, level, gt_resampled=gt_fixed is None)
+    result.single = [m for m, v in values.items() if len(v) == 1]
     if gt_fixed is None:
         gt_values = values[gt_name]
         gt = _means(gt_values, _draws(rng, len(gt_values), resamples))
-        result.rows[gt_name] = Intervals({m: _interval(gt[:, j], level) for j, m in enumerate(METRICS)},
-                                         {}, {}, None)
+        if len(gt_values) >= MIN_VIDEOS:
+            result.rows[gt_name] = Intervals({m: _interval(gt[:, j], level) for j, m in enumerate(METRICS)},
+                                             {}, {}, None)
     else:
         gt = np.array([float(gt_fixed[m]) for m in METRICS])
     finals = {}
     for model, v in values.items():
-        if model == gt_name or len(v) == 0:
+        if model == gt_name or len(v) < MIN_VIDEOS:
             continue
         means = _means(v, _draws(rng, len(v), resamples))
         scores, groups, finals[model] = _scored(means, gt, weights)
@@ -169,6 +173,8 @@ def bootstrap(values: dict, gt_name: str, weights: dict, ranked: list, items: di
             groups={g: _interval(s, level) for g, s in groups.items()},
             final=_interval(finals[model], level))
     for better, worse in zip(ranked, ranked[1:]):
+        if better not in finals or worse not in finals:  # one video: nothing to say how far apart they are
+            continue
         difference, paired = _difference(values, items or {}, better, worse, gt, weights, rng, resamples)
         if difference is None:
             difference = finals[better] - finals[worse]
