@@ -234,3 +234,52 @@ def test_malformed_parameters_are_answered_400(study):
     vid = next(iter(s.files))
     assert request(base, "GET", f"/video/{vid}", headers={**cookie, "Range": "bytes=\u00b2-"})[0] == 200  # ignored
     assert s.store.answered(s.id, s.rater) == set()
+
+
+def until_closed(sock) -> bytes:
+    """What the server sent before it closed the connection (a reset, as the client kept sending, too)."""
+    data = b""
+    try:
+        while chunk := sock.recv(1 << 16):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
+def test_clients_trickling_their_requests_hold_no_worker_and_are_cut_at_the_deadline(tmp_path):
+    """Before: eight clients each sending one header byte every 9 s (under the 10 s read timeout)
+    held the eight workers, and a rater's requests went unanswered. Now a request's head is read
+    without a thread and within the idle timeout in all, its body within the io timeout in all."""
+    with serving(tmp_path, idle_timeout=3.0, io_timeout=3.0) as (s, base, url, _):
+        cookie = cookie_of(base, url)
+        address = (urlsplit(base).hostname, urlsplit(base).port)
+        heads = [socket.create_connection(address, timeout=30) for _ in range(2 * WORKERS)]
+        # Complete heads whose bodies trickle: each holds a worker, but only until the io timeout.
+        bodies = [socket.create_connection(address, timeout=30) for _ in range(WORKERS)]
+        for sock in bodies:
+            sock.sendall(f"POST /answer HTTP/1.0\r\nCookie: {cookie}\r\nContent-Length: 100\r\n\r\nx".encode())
+        stop, start = threading.Event(), time.monotonic()
+
+        def trickle():
+            while not stop.is_set():
+                for sock in heads + bodies:
+                    try:
+                        sock.send(b"a")
+                    except OSError:
+                        pass
+                stop.wait(0.5)  # a byte every half second: each read is quick, the whole never ends
+
+        thread = threading.Thread(target=trickle, daemon=True)
+        thread.start()
+        try:
+            answered = [request(base, "GET", "/", headers={"Cookie": cookie})[0] for _ in range(5)]
+            assert answered == [200] * 5  # the rater is served meanwhile (after the bodies' 3 s at most)
+            for sock in heads + bodies:
+                assert until_closed(sock) == b"", "closed without an answer"
+            assert time.monotonic() - start < 25  # cut at their deadlines, not when they stop sending
+        finally:
+            stop.set()
+            thread.join()
+            for sock in heads + bodies:
+                sock.close()

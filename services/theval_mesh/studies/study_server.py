@@ -9,6 +9,7 @@ and stalled connections (StudyServer).
 """
 import hmac
 import html
+import io
 import re
 import secrets
 import selectors
@@ -41,7 +42,37 @@ IDLE_TIMEOUT_S = 10.0  # a connection that has sent no request this long is clos
 IO_TIMEOUT_S = 10.0    # a request's reads and a reply's writes wait this long at most
 MAX_WAITING = 256      # connections waiting for their request; past it, the oldest is closed
 MAX_QUEUED = 64        # requests waiting for a worker; past it, a new one is answered 503
+MAX_HEAD_BYTES = 8192  # a request line and headers: a browser's are well under it
 BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n\r\n"
+TOO_LARGE = b"HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n\r\n"
+END_OF_HEAD = b"\r\n\r\n"
+
+
+class _Prefixed(io.RawIOBase):
+    """A connection's bytes for the handler: the head the selector already read, then the socket,
+    every read within one deadline for the whole request (a byte every few seconds would
+    otherwise hold a worker: a timeout bounds each read, not their sum)."""
+
+    def __init__(self, head: bytes, connection: socket.socket, deadline: float, io_timeout: float):
+        self.head, self.connection, self.deadline = memoryview(head), connection, deadline
+        self.io_timeout = io_timeout  # the writes' own, set back after each read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.head:
+            n = min(len(buffer), len(self.head))
+            buffer[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request took longer than its time limit")
+        self.connection.settimeout(left)
+        try:
+            return self.connection.recv_into(buffer)
+        finally:
+            self.connection.settimeout(self.io_timeout)
 
 
 @dataclass
@@ -150,6 +181,12 @@ class StudyHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):  # quiet, and the token in a URL never reaches a log
         pass
+
+    def setup(self):
+        super().setup()
+        head, deadline = self.server.take_head(self.connection)
+        self.rfile.close()  # the socket's own file: its reads would have no deadline
+        self.rfile = io.BufferedReader(_Prefixed(head, self.connection, deadline, self.server.io_timeout))
 
     # ------------------------------------------------------------------ routes
     def do_GET(self):
@@ -297,15 +334,19 @@ class StudyHandler(BaseHTTPRequestHandler):
 class StudyServer(HTTPServer):
     """The study's HTTP server, bounded. A connection waits in serve_forever's selector, costing no
     thread, until its request starts arriving; it is closed after idle_timeout without one (or when
-    MAX_WAITING newer ones wait). Then one of WORKERS threads answers it, every read and write
-    limited to io_timeout. (ThreadingHTTPServer held a thread per connection for as long as the
-    client kept it open, idle or not.) One request per connection (HTTP/1.0), as before."""
+    MAX_WAITING newer ones wait). Its request line and headers are read here too, without a
+    thread, within idle_timeout of the connection's start (at most MAX_HEAD_BYTES): a client that
+    trickles them holds no worker. Then one of WORKERS threads answers it, the rest of the request
+    read within io_timeout in all and every write within io_timeout. (ThreadingHTTPServer held a
+    thread per connection for as long as the client kept it open, idle or not.) One request per
+    connection (HTTP/1.0), as before."""
 
     def __init__(self, address, handler, idle_timeout: float = IDLE_TIMEOUT_S, io_timeout: float = IO_TIMEOUT_S):
         self.idle_timeout, self.io_timeout = idle_timeout, io_timeout
         self._workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="study-http")  # threads made as needed
         self._slots = threading.BoundedSemaphore(WORKERS + MAX_QUEUED)
         self._waiting: dict[socket.socket, tuple] = {}  # connection -> (client address, deadline), oldest first
+        self._heads: dict[socket.socket, bytes] = {}  # connection -> its request's first bytes
         self._stop, self._stopped = threading.Event(), threading.Event()
         super().__init__(address, handler)  # last: a port in use calls server_close(), which needs the above
 
@@ -319,8 +360,7 @@ class StudyServer(HTTPServer):
                         if key.fileobj is self.socket:
                             self._accept(selector)
                         elif key.fileobj in self._waiting:  # its request is arriving (unless dropped since)
-                            selector.unregister(key.fileobj)
-                            self._dispatch(key.fileobj, self._waiting.pop(key.fileobj)[0])
+                            self._read_head(selector, key.fileobj)
                     now = time.monotonic()
                     while self._waiting and next(iter(self._waiting.values()))[1] <= now:
                         self._drop(selector, next(iter(self._waiting)))
@@ -328,6 +368,7 @@ class StudyServer(HTTPServer):
             for connection in self._waiting:
                 self.shutdown_request(connection)
             self._waiting.clear()
+            self._heads.clear()
             self._stop.clear()
             self._stopped.set()
 
@@ -350,13 +391,47 @@ class StudyServer(HTTPServer):
         self._waiting[connection] = (address, time.monotonic() + self.idle_timeout)
         selector.register(connection, selectors.EVENT_READ)
 
-    def _drop(self, selector, connection):
+    def _drop(self, selector, connection, answer: bytes = b""):
         selector.unregister(connection)
         del self._waiting[connection]
+        self._heads.pop(connection, None)
+        if answer:
+            try:
+                connection.setblocking(False)
+                connection.send(answer)
+            except OSError:
+                pass
         self.shutdown_request(connection)
+
+    def _read_head(self, selector, connection):
+        """What has arrived of a waiting connection's request; to a worker once its head is whole."""
+        head = self._heads.get(connection, b"")
+        try:
+            connection.setblocking(False)
+            got = connection.recv(MAX_HEAD_BYTES + 1 - len(head))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return self._drop(selector, connection)
+        if not got:  # the client closed it
+            return self._drop(selector, connection)
+        head += got
+        if END_OF_HEAD in head:
+            selector.unregister(connection)
+            address = self._waiting.pop(connection)[0]
+            self._heads[connection] = head
+            return self._dispatch(connection, address)
+        if len(head) > MAX_HEAD_BYTES:
+            return self._drop(selector, connection, TOO_LARGE)
+        self._heads[connection] = head
+
+    def take_head(self, connection) -> tuple[bytes, float]:
+        """(the request's bytes read so far, the deadline for the rest): for its handler."""
+        return self._heads.pop(connection, b""), time.monotonic() + self.io_timeout
 
     def _dispatch(self, connection, address):
         if not self._slots.acquire(blocking=False):
+            self._heads.pop(connection, None)
             try:
                 connection.setblocking(False)
                 connection.send(BUSY)
@@ -372,6 +447,7 @@ class StudyServer(HTTPServer):
         except Exception:  # noqa: BLE001 - one request's failure is not the server's
             self.handle_error(connection, address)
         finally:
+            self._heads.pop(connection, None)  # not taken when the handler failed before reading
             self.shutdown_request(connection)
             self._slots.release()
 
