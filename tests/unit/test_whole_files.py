@@ -7,6 +7,7 @@ from tests.support.video_files import gradient, tone, write_video
 from tests.unit.test_results_document import evaluation
 from theval_mesh import evaluate
 from theval_mesh.outputs import html_report, results_files
+from theval_mesh.outputs.run_files import RESULTS_DB
 from theval_mesh.outputs.whole_files import replacing, write_text
 from theval_mesh.pure.errors import UserError
 
@@ -46,7 +47,7 @@ def test_evaluate_refuses_a_store_that_is_a_link(tmp_path):
     out, target = tmp_path / "out", tmp_path / "elsewhere.sqlite"
     out.mkdir()
     target.write_bytes(b"")
-    (out / results_files.RESULTS_DB).symlink_to(target)
+    (out / RESULTS_DB).symlink_to(target)
     with pytest.raises(UserError, match="results.sqlite is a symbolic link"):
         evaluate(gt, {"m": gt}, out, quality="proxy", progress=False, cache=False)
     assert target.read_bytes() == b""

@@ -16,6 +16,7 @@ from theval_mesh.core.results import VideoResult
 from theval_mesh.jobs import pipeline
 from theval_mesh.jobs.progress import Progress, settings_changed
 from theval_mesh.outputs import results_files
+from theval_mesh.outputs.run_files import RESULTS_DB
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.inference import InferenceOptions
 from theval_mesh.pure.scoring import tables
@@ -183,7 +184,7 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
                              quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address,
                              partial_score=partial_score, cache=cache, inference=inference)
     out.mkdir(parents=True, exist_ok=True)
-    db = out / results_files.RESULTS_DB
+    db = out / RESULTS_DB
     if db.is_symlink():  # SQLite would write through it, to a file outside the folder
         raise UserError(f"{db} is a symbolic link; a results folder keeps its own store: remove the link or "
                         "choose another --out")
@@ -207,7 +208,7 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
         written = results_files.write_results(out, store, job)
     finally:
         store.close()
-    paths = {**written.paths, "results_db": out / results_files.RESULTS_DB}
+    paths = {**written.paths, "results_db": out / RESULTS_DB}
     return Evaluation(results=written.results, leaderboard=_rows(written.board, written.rows), board=written.board,
                       paths=paths)
 

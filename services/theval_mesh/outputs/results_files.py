@@ -13,7 +13,7 @@ from theval_mesh.core.incidents import logged_internal
 from theval_mesh.core.preflight import pairing_of
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import OK, VideoResult
-from theval_mesh.outputs.run_files import RESULTS_DB, RUN, describe  # noqa: F401 - RESULTS_DB: evaluate's store
+from theval_mesh.outputs.run_files import RUN, describe
 from theval_mesh.outputs.whole_files import replacing, write_text
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import NotRanked, UserError
