@@ -123,6 +123,10 @@ def test_reference_scores_match_the_scoring_of_embedded_results(kit, mesh, embed
     board = mesh.evaluator.GetLeaderboard(evaluator_pb2.GetLeaderboardRequest(reference="kit-gt"), timeout=10)
     assert [(r.model, r.rank) for r in board.rows] == [("kit-gt", 0), ("static_head", 1)]
     assert board.rows[1].scores["Head motion dynamics"] == answer.scores.normalised["Head motion dynamics"]
+    assert not board.rows[1].HasField("final_ci") and not board.rows[1].scores_ci  # one video: no interval (n=1)
+    for clip in kit.clips[1:]:  # more videos of the model: intervals over them
+        mesh.evaluate(kit.video(clip, "static_head"), reference="kit-gt", model="static_head")
+    board = mesh.evaluator.GetLeaderboard(evaluator_pb2.GetLeaderboardRequest(reference="kit-gt"), timeout=10)
     # intervals over the model's videos, the reference set's means held fixed
     b = board.intervals
     assert (b.resamples, b.seed, b.level, b.gt_resampled) == (10_000, 0, 0.95, False)
