@@ -307,11 +307,8 @@ class _Loop:
             state, why = ("cancelled" if self.cancelled else "done"), None
         elif isinstance(error, KeyboardInterrupt):  # resumable as it is
             state, why = "interrupted", None
-        elif isinstance(error, (JobStopped, StoreFull)):  # resumable as it is
-            state = "interrupted"
-            why = _for_owner(self.spec, state, str(error), self.job_id)
-        elif isinstance(error, UserError):  # one line written for the user
-            state = "failed"
+        elif isinstance(error, (JobStopped, UserError)):  # one line written for the user
+            state = "interrupted" if isinstance(error, (JobStopped, StoreFull)) else "failed"  # those resumable as they are
             why = _for_owner(self.spec, state, str(error), self.job_id)
         else:  # Ray's or ours: its text may carry tracebacks, hosts and pids; the log has it under an id
             state, why = "failed", logged_internal(error, f"job {self.job_id}")

@@ -13,7 +13,7 @@ from theval_mesh.core.incidents import logged_internal
 from theval_mesh.core.preflight import pairing_of
 from theval_mesh.core.provenance import headline
 from theval_mesh.core.results import OK, VideoResult
-from theval_mesh.outputs.run_files import RUN, describe
+from theval_mesh.outputs.run_files import RESULTS_JSON, RUN, describe
 from theval_mesh.outputs.whole_files import replacing, write_text
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import NotRanked, UserError
@@ -31,7 +31,7 @@ RESULTS_JSONL = "results.jsonl"
 # What write_all writes: name -> file in the results folder.
 FILES = {"results_jsonl": RESULTS_JSONL, "results_csv": "results.csv", "raw_metrics": "raw_metrics.csv",
          "leaderboard_csv": "leaderboard.csv", "leaderboard_md": "leaderboard.md", "plot": "leaderboard.png",
-         "run": "run.json", "results_json": "results.json", "leaderboard_tex": "leaderboard.tex",
+         "run": "run.json", "results_json": RESULTS_JSON, "leaderboard_tex": "leaderboard.tex",
          "leaderboard_groups_tex": "leaderboard_groups.tex",
          "plot_svg": "leaderboard.svg"}
 PLOT_DPI = 300  # leaderboard.png at print resolution; leaderboard.svg beside it scales without loss

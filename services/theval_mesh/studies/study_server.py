@@ -394,6 +394,10 @@ class StudyServer(HTTPServer):
     def _drop(self, selector, connection, answer: bytes = b""):
         selector.unregister(connection)
         del self._waiting[connection]
+        self._close(connection, answer)
+
+    def _close(self, connection, answer: bytes = b""):
+        """Close a connection no worker took, after a short answer when there is one."""
         self._heads.pop(connection, None)
         if answer:
             try:
@@ -431,13 +435,7 @@ class StudyServer(HTTPServer):
 
     def _dispatch(self, connection, address):
         if not self._slots.acquire(blocking=False):
-            self._heads.pop(connection, None)
-            try:
-                connection.setblocking(False)
-                connection.send(BUSY)
-            except OSError:
-                pass
-            return self.shutdown_request(connection)
+            return self._close(connection, BUSY)
         self._workers.submit(self._answer, connection, address)
 
     def _answer(self, connection, address):
