@@ -18,7 +18,7 @@ from tests.support.processes import takes_ctrl_c
 from theval_mesh.commands.cli import main
 from theval_mesh.rpc.launcher import QUIET, ServiceProcess
 from theval_mesh.rpc.security import ClientSecurity, client_channel
-from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
+from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc, landmarks_pb2_grpc
 from theval_mesh.synth import generate_kit, write_bad_inputs
 
 THEVAL = [sys.executable, "-m", "theval_mesh.commands.cli"]
@@ -196,6 +196,16 @@ def test_mesh_up_with_tls_and_tokens_comes_up_and_scores(videos, tmp_path):
                 evaluator_pb2.EvaluateRequest(video=clip), timeout=300)
         assert answer.result.status == "ok" and "lip_dynamics" in answer.result.metrics, answer.result
         assert "handshake failed" not in (tmp_path / "mesh.log").read_text().lower()
+        # the services admit the name of the certificate they all serve (the evaluator's), no other
+        mallory = issue(tmp_path, "mallory", ca_cert, ca_key)
+        for holder, code in ((server, grpc.StatusCode.OK), (mallory, grpc.StatusCode.PERMISSION_DENIED)):
+            with client_channel(services["landmarks"][0], ClientSecurity(ca.cert, holder.cert, holder.key)) as channel:
+                try:
+                    landmarks_pb2_grpc.LandmarksServiceStub(channel).Describe(common_pb2.DescribeRequest(), timeout=10)
+                    got = grpc.StatusCode.OK
+                except grpc.RpcError as err:
+                    got = err.code()
+            assert got == code, holder
         for security, code in ((ClientSecurity(ca.cert, server.cert, server.key), grpc.StatusCode.UNAUTHENTICATED),
                                (ClientSecurity(token=token), grpc.StatusCode.UNAVAILABLE)):  # plaintext
             with client_channel(address, security) as channel:

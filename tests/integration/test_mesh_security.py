@@ -15,7 +15,16 @@ from tests.support.certificates import issue, make_ca
 from tests.support.mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
 from theval_mesh.rpc.config import DEPENDENCIES
 from theval_mesh.rpc.security import ClientSecurity, client_channel
-from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc, landmarks_pb2_grpc
+from theval_mesh.rpc.v1 import (
+    audio_pb2,
+    audio_pb2_grpc,
+    common_pb2,
+    evaluator_pb2,
+    evaluator_pb2_grpc,
+    headpose_pb2_grpc,
+    landmarks_pb2_grpc,
+    quality_pb2_grpc,
+)
 from theval_mesh.synth import generate_kit
 
 pytestmark = pytest.mark.slow
@@ -32,8 +41,10 @@ def pki(tmp_path_factory):
     tokens = folder / "tokens"
     tokens.write_text(f"# identity token\nalice {ALICE}\nbob {BOB}\nops {OPS}\n")
     tokens.chmod(0o600)
+    # Certificates are named for their holders (the common name): the services admit `evaluator` only.
     return {"ca": ca.cert, "server": issue(folder, "server", ca_cert, ca_key),
-            "client": issue(folder, "client", ca_cert, ca_key),
+            "evaluator": issue(folder, "evaluator", ca_cert, ca_key),
+            **{name: issue(folder, name, ca_cert, ca_key) for name in ("mallory", "landmarks", "audio")},
             "stranger": issue(folder, "stranger", stranger_cert, stranger_key), "tokens": str(tokens)}
 
 
@@ -49,16 +60,17 @@ def videos(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mesh(pki, videos, tmp_path_factory):
-    """Every port on all interfaces: the services require the evaluator's client certificate,
-    the evaluator requires TLS and a token, makes `ops` an admin, and runs at most one job of at
+    """Every port on all interfaces: the services require a client certificate of the CA named
+    `evaluator`, the evaluator (serving that certificate) requires TLS and a token, makes `ops` an admin, and runs at most one job of at
     most 2 workers. 8 workers (the default): 4 streams, 2 per caller."""
-    tls = ["--host", "0.0.0.0", "--tls-cert", pki["server"].cert, "--tls-key", pki["server"].key]
-    leaf = tls + ["--tls-client-ca", pki["ca"]]
-    leaf_security = ClientSecurity(pki["ca"], pki["client"].cert, pki["client"].key)
+    leaf = ["--host", "0.0.0.0", "--tls-cert", pki["server"].cert, "--tls-key", pki["server"].key,
+            "--tls-client-ca", pki["ca"]]
+    leaf_security = ClientSecurity(pki["ca"], pki["evaluator"].cert, pki["evaluator"].key)
     security = {d: leaf_security for d in DEPENDENCIES}
     security["evaluator"] = ClientSecurity(pki["ca"], token=ALICE)
     m = Mesh(tmp_path_factory.mktemp("mesh"), roots=[videos], service_args={d: leaf for d in DEPENDENCIES},
-             evaluator_args=tls + ["--tls-ca", pki["ca"], "--tokens-file", pki["tokens"], "--admins", "ops",
+             evaluator_args=["--host", "0.0.0.0", "--tls-cert", pki["evaluator"].cert, "--tls-key",
+                             pki["evaluator"].key, "--tls-ca", pki["ca"], "--tokens-file", pki["tokens"], "--admins", "ops",
                                    "--max-jobs", "1", "--max-job-workers", "2", "--job-workers", "1"],
              security=security)
     m.start()
@@ -86,7 +98,7 @@ def test_every_port_is_tls_and_the_services_want_the_evaluators_certificate(mesh
     for security, expected in ((None, C.UNAVAILABLE),  # plaintext to a TLS port
                                (ClientSecurity(pki["ca"]), C.UNAVAILABLE),  # no client certificate
                                (ClientSecurity(pki["ca"], pki["stranger"].cert, pki["stranger"].key), C.UNAVAILABLE),
-                               (ClientSecurity(pki["ca"], pki["client"].cert, pki["client"].key), C.OK)):
+                               (ClientSecurity(pki["ca"], pki["evaluator"].cert, pki["evaluator"].key), C.OK)):
         with client_channel(landmarks, security) as channel:
             got, _ = code_of(lambda: landmarks_pb2_grpc.LandmarksServiceStub(channel).Describe(describe, timeout=10))
         assert got == expected, security
@@ -94,6 +106,38 @@ def test_every_port_is_tls_and_the_services_want_the_evaluators_certificate(mesh
         got, _ = code_of(lambda: evaluator_pb2_grpc.EvaluatorServiceStub(channel).ListReferences(
             evaluator_pb2.ListReferencesRequest(), timeout=10))
     assert got == C.UNAVAILABLE
+
+
+def test_only_the_evaluators_certificate_gets_an_answer_from_a_service(mesh, pki, videos):
+    """The CA signs every service's certificate: a stranger's name, or another service's, that the
+    CA signed gets PERMISSION_DENIED from every service, before its request is read; health
+    checks still answer."""
+    clip = str(next((videos / "gt").glob("*.mp4")))
+    calls = {  # one call that reads a video (or its landmarks) on each service
+        "landmarks": lambda ch: landmarks_pb2_grpc.LandmarksServiceStub(ch).Describe(common_pb2.DescribeRequest(), timeout=10),
+        "audio": lambda ch: audio_pb2_grpc.AudioServiceStub(ch).Analyse(
+            audio_pb2.AudioRequest(video=common_pb2.VideoRef(uri=clip)), timeout=30),
+        "quality": lambda ch: quality_pb2_grpc.QualityServiceStub(ch).Describe(common_pb2.DescribeRequest(), timeout=10),
+        "headpose": lambda ch: headpose_pb2_grpc.HeadPoseServiceStub(ch).Describe(common_pb2.DescribeRequest(), timeout=10),
+    }
+    assert set(calls) == set(DEPENDENCIES)
+    for service, call in calls.items():
+        address = mesh.procs[service].address
+        for name in ("mallory", "landmarks", "audio"):
+            with client_channel(address, ClientSecurity(pki["ca"], pki[name].cert, pki[name].key)) as channel:
+                got, details = code_of(lambda call=call, channel=channel: call(channel))
+                assert got == C.PERMISSION_DENIED and repr(name) in details, (service, name, got, details)
+                health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+                assert health.status == health_pb2.HealthCheckResponse.SERVING
+        with client_channel(address, ClientSecurity(pki["ca"], pki["evaluator"].cert, pki["evaluator"].key)) as channel:
+            assert code_of(lambda call=call, channel=channel: call(channel))[0] == C.OK, service
+    # refused unread: 60 MiB of video bytes from mallory leave the audio service's memory as it was
+    big = audio_pb2.AudioRequest(video=common_pb2.VideoRef(content=b"\0" * (60 << 20)))
+    security = ClientSecurity(pki["ca"], pki["mallory"].cert, pki["mallory"].key)
+    with client_channel(mesh.procs["audio"].address, security, [("grpc.max_send_message_length", 1 << 30)]) as channel:
+        code, _, grown = measured(mesh.procs["audio"].proc.pid,
+                                  lambda: audio_pb2_grpc.AudioServiceStub(channel).Analyse(big, timeout=60))
+    assert code == C.PERMISSION_DENIED and grown < 10, (code, grown)
 
 
 def test_the_api_needs_a_known_token_and_health_does_not(mesh, pki):

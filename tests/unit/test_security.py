@@ -171,3 +171,47 @@ def test_an_evaluator_on_all_interfaces_says_where_an_external_rays_workers_reac
     assert config.load("evaluator", environ=_env(tmp_path, THEVAL_HOST="0.0.0.0", **secure))  # a local Ray: loopback
     with pytest.raises(UserError, match="needs TLS"):
         config.load("evaluator", environ=_env(tmp_path, THEVAL_ADVERTISE_TLS_NAME="evaluator"))
+
+
+def test_a_service_answers_the_certificate_names_it_allows_and_reads_nothing_before(tmp_path):
+    """CallerInterceptor on a real mutual-TLS server (gRPC's own reflection service, unary and
+    streaming): a CA-signed certificate of another name gets PERMISSION_DENIED, health still
+    answers it, and the allowed name gets its answers."""
+    from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
+
+    from theval_mesh.rpc.security import CallerInterceptor, certificate_name
+    ca, ca_cert, ca_key = make_ca(tmp_path, "ca")
+    holders = {name: issue(tmp_path, name, ca_cert, ca_key) for name in ("evaluator", "audio", "mallory")}
+    server = grpc.server(futures.ThreadPoolExecutor(4),
+                         interceptors=[CallerInterceptor("landmarks", frozenset({"evaluator"}))])
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    reflection.enable_server_reflection([reflection.SERVICE_NAME], server)
+    port = server.add_secure_port("127.0.0.1:0", server_credentials(holders["evaluator"].cert,
+                                                                    holders["evaluator"].key, ca.cert))
+    server.start()
+    try:
+        for name, holder in holders.items():
+            assert certificate_name(holder.cert) == name
+            with client_channel(f"127.0.0.1:{port}", ClientSecurity(ca.cert, holder.cert, holder.key)) as channel:
+                health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)  # open
+                stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+                ask = reflection_pb2.ServerReflectionRequest(list_services="")
+                if name == "evaluator":
+                    answer = next(iter(stub.ServerReflectionInfo(iter([ask]), timeout=5)))
+                    assert answer.list_services_response.service
+                    continue
+                with pytest.raises(grpc.RpcError) as refused:
+                    list(stub.ServerReflectionInfo(iter([ask]), timeout=5))
+                assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+                assert f"answers evaluator only, and this caller's certificate names {name!r}" in refused.value.details()
+    finally:
+        server.stop(0)
+
+
+def test_the_services_admit_the_evaluator_unless_told_otherwise(tmp_path):
+    assert config.load("landmarks", environ=_env(tmp_path)).allowed_callers == {"evaluator"}
+    assert config.load("evaluator", environ=_env(tmp_path)).allowed_callers == frozenset()  # tokens decide
+    c = config.load("audio", environ=_env(tmp_path, THEVAL_ALLOWED_CALLERS="evaluator, evaluator-canary"))
+    assert c.allowed_callers == {"evaluator", "evaluator-canary"}
+    with pytest.raises(UserError, match="THEVAL_ALLOWED_CALLERS"):
+        config.load("audio", environ=_env(tmp_path, THEVAL_ALLOWED_CALLERS="evaluator,bad name!"))

@@ -12,7 +12,7 @@ from theval_mesh.pure.exit_codes import EXIT_ERROR
 from theval_mesh.pure.services import BY_NAME, DEPENDENCIES, SERVICES
 from theval_mesh.rpc import config
 from theval_mesh.rpc.launcher import ServiceProcess, stop_all
-from theval_mesh.rpc.security import own_security
+from theval_mesh.rpc.security import certificate_name, own_security
 
 LEAVES = tuple(s for s in SERVICES if s != "evaluator")  # started first: the evaluator may call them
 STOP_ORDER = ("evaluator",) + LEAVES  # the evaluator first, so its calls can finish
@@ -98,6 +98,20 @@ def _health_security(configs: dict):
     return own_security(c.tls_cert, c.tls_key, c.tls_ca, c.tls_client_ca)
 
 
+def _one_identity(args, configs: dict):
+    """Every service here serves the same certificate, so the evaluator calls the others under its
+    name: unless --allowed-callers says otherwise, that name is what they admit."""
+    c = configs["evaluator"]
+    if c.tls_cert and c.tls_ca and configs[DEPENDENCIES[0]].tls_client_ca and not args.allowed_callers \
+            and not os.environ.get("THEVAL_ALLOWED_CALLERS"):
+        name = certificate_name(c.tls_cert)
+        if name:
+            args.allowed_callers = name
+            print(f"theval mesh: every service serves {c.tls_cert}, so its services admit callers whose certificate "
+                  f"names {name!r}; give each service its own certificate to tell them apart (docs/security.md)",
+                  flush=True)
+
+
 def _interrupt(*_):
     raise KeyboardInterrupt
 
@@ -125,7 +139,9 @@ def run(args) -> int:
         args.port = int(os.environ.get("THEVAL_PORT") or EVALUATOR_PORT)
     if args.metrics_port is None:
         args.metrics_port = int(os.environ.get("THEVAL_METRICS_PORT") or EVALUATOR_METRICS_PORT)
-    security = _health_security(_check(args))
+    configs = _check(args)
+    security = _health_security(configs)
+    _one_identity(args, configs)
     signal.signal(signal.SIGTERM, _interrupt)
     procs: dict[str, ServiceProcess] = {}
     stopping = threading.Event()

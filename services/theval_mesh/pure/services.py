@@ -26,6 +26,9 @@ class Service:
     weights: bool = False  # loads model weights from the store (--weights-store)
     settings: tuple = ()  # the run settings it loads its models by at start-up (the evaluator takes all)
     depends_on: tuple = ()  # the services it calls (their addresses are its required settings)
+    # Under mutual TLS, the certificate names (common names) that may call it; () = any the CA
+    # signed (the evaluator, whose API callers also need a token).
+    callers: tuple = ("evaluator",)
 
 
 TABLE = (
@@ -40,9 +43,10 @@ TABLE = (
     Service("audio", 50064, 9468, "theval_mesh.rpc.servicers.audio", "audio", "audio",
             reads_videos=True, roots_required=True, on_triton=True),
     Service("evaluator", 50051, 9464, "theval_mesh.service.evaluator", "evaluator", "evaluator",
-            reads_videos=True, roots_required=True, depends_on=("landmarks", "headpose", "quality", "audio")),
+            reads_videos=True, roots_required=True, depends_on=("landmarks", "headpose", "quality", "audio"), callers=()),
 )
 
 BY_NAME = {s.name: s for s in TABLE}
 SERVICES = tuple(BY_NAME)
 DEPENDENCIES = BY_NAME["evaluator"].depends_on  # what the evaluator calls
+TRITON_CALLERS = tuple(s.name for s in TABLE if s.on_triton)  # the certificate names Triton's front admits

@@ -13,9 +13,10 @@ from pathlib import Path
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.inference import DEVICE_HELP, PRECISIONS, RUNTIMES, InferenceOptions
 from theval_mesh.pure.limits import Limits
-from theval_mesh.pure.services import DEPENDENCIES, SERVICES, TABLE
+from theval_mesh.pure.services import BY_NAME, DEPENDENCIES, SERVICES, TABLE
 from theval_mesh.pure.settings import LIMIT_SETTINGS, SETTINGS, RunSettings, Setting
 from theval_mesh.pure.store_location import is_server
+from theval_mesh.pure.user_names import check_name
 from theval_mesh.rpc.security import ClientSecurity, Tokens, is_loopback, is_wildcard
 
 # Which services take an option, from their rows in the service table (pure/services.py).
@@ -93,6 +94,9 @@ OPTIONS = (
     Option("tls_key", "THEVAL_TLS_KEY", "PEM private key of --tls-cert"),
     Option("tls_client_ca", "THEVAL_TLS_CLIENT_CA",
            "PEM CA certificate: callers must present a certificate it signed (mutual TLS)"),
+    Option("allowed_callers", "THEVAL_ALLOWED_CALLERS",
+           "under mutual TLS, the certificate names (common names) that may call this service, separated by commas "
+           "(default: the evaluator's, `evaluator`)", services=DEPENDENCIES),
     Option("workers", "THEVAL_WORKERS", "gRPC worker threads: calls served at once, more are refused with "
            "RESOURCE_EXHAUSTED (default 8)", int, 8, valid=AT_LEAST_1),
     Option("stream_limit", "THEVAL_STREAM_LIMIT", "streaming calls (EvaluateStream, StreamJob) open at once, "
@@ -208,6 +212,7 @@ class Config:
     tls_key: str | None = None
     tls_client_ca: str | None = None
     tls_ca: str | None = None
+    allowed_callers: frozenset = frozenset()  # certificate names that may call (mutual TLS); empty: any
     tokens: Tokens = field(default_factory=lambda: Tokens([]))
     admins: frozenset = frozenset()  # identities that may read every owner's reference sets
 
@@ -352,7 +357,8 @@ def load(service: str, args=None, environ=None) -> Config:
         raise UserError(str(err)) from None
     inference = InferenceOptions.from_values(v)  # a bad value is refused, naming the flag
     made = dict(service=service, allowed_roots=tuple(roots), run=run, limits=run.limits, store=store,
-                dependencies=deps, tokens=tokens, admins=admins, inference=inference)
+                dependencies=deps, tokens=tokens, admins=admins, inference=inference,
+                allowed_callers=_names(v.get("allowed_callers"), "allowed_callers", where) or frozenset(BY_NAME[service].callers))
     # Every other option whose name is a Config field is that field, as given.
     cfg = Config(**made, **{k: v[k] for k in CONFIG_FIELDS & v.keys() - made.keys()})
     check("stream_limit_per_caller", lambda x: 1 <= x <= cfg.streams,
@@ -360,9 +366,17 @@ def load(service: str, args=None, environ=None) -> Config:
     return cfg
 
 
+def _names(text: str | None, dest: str, where) -> frozenset:
+    """The names of a comma-separated list (--admins, --allowed-callers), each a valid name."""
+    names = frozenset(filter(None, (a.strip() for a in (text or "").split(","))))
+    for name in names:
+        check_name(where(dest), name)
+    return names
+
+
 def _admins(text: str | None, tokens: Tokens, where) -> frozenset:
     """The identities of --admins, each one with a token (an admin without one could never call)."""
-    admins = frozenset(filter(None, (a.strip() for a in (text or "").split(","))))
+    admins = _names(text, "admins", where)
     unknown = sorted(admins - tokens.identities)
     if unknown:
         raise UserError(f"{where('admins')}: no token in --tokens-file (or THEVAL_TOKENS) for "

@@ -18,7 +18,7 @@ from theval_mesh.rpc.admission import RESERVED_THREADS, AdmissionInterceptor
 from theval_mesh.rpc.config import Config
 from theval_mesh.rpc.health import Health
 from theval_mesh.rpc.launcher import EXIT_WITH_LAUNCHER
-from theval_mesh.rpc.security import AuthInterceptor, server_credentials
+from theval_mesh.rpc.security import AuthInterceptor, CallerInterceptor, server_credentials
 from theval_mesh.rpc.telemetry import MetricsInterceptor, start_http
 
 log = logging.getLogger("theval.server")
@@ -78,6 +78,7 @@ def build(config: Config, service: Service, port: int | None = None, interceptor
         futures.ThreadPoolExecutor(max_workers=config.workers + RESERVED_THREADS, thread_name_prefix=name),
         # Metrics first: refused calls (no token, server full) are counted too.
         interceptors=[MetricsInterceptor(name)] + ([AuthInterceptor(config.tokens)] if config.tokens else [])
+        + ([CallerInterceptor(name, config.allowed_callers)] if config.tls_client_ca and config.allowed_callers else [])
         + [AdmissionInterceptor(name, config.workers, config.streams, config.stream_max_s, config.tokens,
                                 config.caller_streams)] + list(interceptors),
         options=[("grpc.max_send_message_length", config.max_message_bytes),
@@ -124,7 +125,8 @@ def serve(config: Config, service: Service) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     server.start()
-    guards = (["TLS" + (" with client certificates" if config.tls_client_ca else "")] if credentials else []) + \
+    callers = f" named {', '.join(sorted(config.allowed_callers))}" if config.allowed_callers else ""
+    guards = (["TLS" + (f" with client certificates{callers}" if config.tls_client_ca else "")] if credentials else []) + \
         ([f"bearer tokens of {len(config.tokens)} identities"] if config.tokens else [])
     print(f"{name}: listening on {config.host}:{port}, metrics on http://{config.host}:{metrics_port}/metrics"
           f" ({', '.join(guards) or 'plaintext, no authentication: loopback only'})", flush=True)
