@@ -325,31 +325,43 @@ def _code_of(call):
 
 
 # ---------------------------------------------------------------------------- mutual TLS
-def test_triton_beyond_loopback_needs_mutual_tls_and_serves_callers_with_a_certificate(fake_store, tmp_path):
-    """Triton has no tokens: on a pod network its gRPC endpoint takes only callers with a
-    certificate of the mesh's CA (the quality and audio services), and its HTTP endpoint stays
-    on loopback. Started here on 127.0.0.1 with TLS on: nothing listens beyond loopback."""
+def test_triton_beyond_loopback_needs_mutual_tls_and_serves_its_callers_only(fake_store, tmp_path):
+    """Triton has no tokens and its own mutual TLS admits any certificate of the CA: on a pod
+    network its front (rpc.triton.front) takes only the certificates named for the services whose
+    models run on it, forwards their calls to tritonserver on loopback, and serves no admin
+    method; the HTTP endpoint stays on loopback. Started here on 127.0.0.1 with TLS on."""
     import os
 
     from scripts import containers
     from theval_mesh.pure.errors import UserError
-    from theval_mesh.rpc.security import ClientSecurity
+    from theval_mesh.rpc.security import ClientSecurity, client_channel
     with pytest.raises(UserError, match="mutual TLS"):
         TritonServer(default_repository(), host="0.0.0.0")
-    pki = containers.make_secrets(tmp_path / "pki", {"triton": ["triton"], "quality": ["quality"]},
+    pki = containers.make_secrets(tmp_path / "pki", {n: [n] for n in ("triton", "quality", "audio", "evaluator")},
                                   user=f"{os.getuid()}:{os.getgid()}")
+
+    def holder(name):
+        return ClientSecurity(*(str(pki / name / f) for f in ("ca.crt", "tls.crt", "tls.key")))
+
     tls = tuple(str(pki / "triton" / f) for f in ("tls.crt", "tls.key", "ca.crt"))
-    quality = tuple(str(pki / "quality" / f) for f in ("tls.crt", "tls.key", "ca.crt"))
     server = TritonServer(default_repository(), weights_store=fake_store, models=["silero_vad"],
                           log=open(tmp_path / "triton.log", "a"), tls=tls).start()
     try:
-        assert "--grpc-use-ssl-mutual=true" in server.command(tmp_path)
-        with TritonClient(server.address, ClientSecurity(quality[2], quality[0], quality[1])) as client:
-            assert client.states()["silero_vad"][0] == "READY"
-            assert TritonVad(client).provenance() == AudioBackend().provenance()
-        for security in (None, ClientSecurity(tls[2])):  # plaintext; TLS without a certificate
+        assert "ssl" not in " ".join(server.command(tmp_path))  # tritonserver itself: loopback, behind the front
+        for name in ("quality", "audio"):
+            with TritonClient(server.address, holder(name)) as client:
+                assert client.states()["silero_vad"][0] == "READY"
+                assert TritonVad(client).provenance() == AudioBackend().provenance()
+        for security, refusal in ((None, "UNAVAILABLE"), (ClientSecurity(tls[2]), "UNAVAILABLE"),  # no certificate
+                                  (holder("evaluator"), "certificate names 'evaluator'"),
+                                  (holder("triton"), "certificate names 'triton'")):
             with TritonClient(server.address, security) as client, pytest.raises(ServiceError) as err:
                 client.states()
-            assert err.value.code == "UNAVAILABLE"
+            assert refusal == err.value.code or refusal in str(err.value), (security, err.value)
+        with client_channel(server.address, holder("quality")) as channel:  # an admin method: not served
+            unload = channel.unary_unary("/inference.GRPCInferenceService/RepositoryModelUnload")
+            assert _code_of(lambda: unload(b"", timeout=10))[0] == grpc.StatusCode.UNIMPLEMENTED
+        assert server.live() and server.http_url.startswith("http://127.0.0.1:")  # HTTP stays on loopback
     finally:
         server.close()
+    assert server.front is None

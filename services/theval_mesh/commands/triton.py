@@ -7,6 +7,8 @@ from pathlib import Path
 
 from theval_mesh.backends.private_files import new_private_folder, open_log
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.services import TRITON_CALLERS
+from theval_mesh.pure.user_names import check_name
 
 DEFAULT_PORTS = {"grpc": 8001, "http": 8000, "metrics": 8002}  # Triton's own defaults
 
@@ -34,6 +36,10 @@ def register(sub):
                              "PEM CA certificate: callers must present a certificate it signed (mutual TLS)")):
         up.add_argument(flag, default=os.environ.get(env) or None, metavar="FILE",
                         help=f"{text}; required with a --host beyond loopback [env {env}]")
+    up.add_argument("--allowed-callers", default=os.environ.get("THEVAL_ALLOWED_CALLERS") or ",".join(TRITON_CALLERS),
+                    metavar="NAMES", help="with TLS, the certificate names (common names) that may call, separated by "
+                    f"commas (default {','.join(TRITON_CALLERS)}: the services whose models run on Triton) "
+                    "[env THEVAL_ALLOWED_CALLERS]")
     up.add_argument("--model", action="append", default=None, metavar="NAME",
                     help="load only this model (repeatable; default: every model of the repository)")
     up.add_argument("--config-name", default=None, metavar="NAME",
@@ -58,12 +64,20 @@ def start(args, log_path: Path):
         raise UserError(f"--model-repository {repository}: not a folder")
     server = TritonServer(repository, host=args.host, grpc_port=args.grpc_port, http_port=args.http_port,
                           metrics_port=args.metrics_port, models=args.model, weights_store=args.weights_store,
-                          config_name=args.config_name, log=_open_log(args, log_path), tls=_tls(args))
+                          config_name=args.config_name, log=_open_log(args, log_path), tls=_tls(args),
+                          allowed_callers=_callers(args.allowed_callers))
     try:
         return server.start()
     except RuntimeError as err:
         server.close()
         raise UserError(f"Triton could not start: {err}; its log: {log_path}") from None
+
+
+def _callers(text: str) -> tuple:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise UserError("--allowed-callers: name at least one certificate (e.g. quality,audio,headpose)")
+    return tuple(check_name("--allowed-callers", n) for n in names)
 
 
 def _tls(args):
@@ -77,13 +91,9 @@ def _tls(args):
 
 
 def print_states(server, stream=sys.stdout):
-    from theval_mesh.rpc.security import ClientSecurity
     from theval_mesh.rpc.triton.client import TritonClient
-    security = None
-    if server.tls:  # asked from this machine, as a caller with the server's own certificate
-        cert, key, ca = server.tls
-        security = ClientSecurity(ca, cert, key)
-    client = TritonClient(f"127.0.0.1:{server.ports['grpc']}" if server.tls else server.address, security)
+    # Asked from this machine: behind the front (TLS), of tritonserver itself on loopback.
+    client = TritonClient(f"127.0.0.1:{server.ports['backend_grpc']}" if server.tls else server.address)
     try:
         for name, (state, reason) in sorted(client.states().items()):
             why = f"  {reason.splitlines()[0]}" if reason and state != "READY" else ""

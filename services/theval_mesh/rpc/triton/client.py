@@ -39,6 +39,8 @@ class TritonClient:
         text = err.message() if hasattr(err, "message") else str(err)
         if status in _UNAVAILABLE or not status or "failed to connect" in text.lower():
             return ServiceError("UNAVAILABLE", f"Triton at {self.url} cannot serve {model}: {text}")
+        if status == "StatusCode.PERMISSION_DENIED":  # its front does not admit this service's certificate
+            return ServiceError("INTERNAL", f"Triton at {self.url} refused this service: {text}")
         if status == "StatusCode.DEADLINE_EXCEEDED":
             return ServiceError("DEADLINE_EXCEEDED", f"Triton at {self.url} did not answer for {model} in time")
         return ServiceError("INTERNAL", f"Triton model {model} at {self.url} failed: {text}")

@@ -22,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.services import TRITON_CALLERS
 from theval_mesh.rpc.launcher import ChildProcess, free_port
 from theval_mesh.rpc.security import is_loopback
 
@@ -84,17 +85,22 @@ class TritonServer(ChildProcess):
 
     def __init__(self, repository, host: str = "127.0.0.1", grpc_port: int = 0, http_port: int = 0,
                  metrics_port: int = 0, models=None, weights_store=None, config_name: str | None = None,
-                 log=None, tls: tuple[str, str, str] | None = None):
+                 log=None, tls: tuple[str, str, str] | None = None, allowed_callers=TRITON_CALLERS):
         self.repository = Path(repository).resolve()
         self.host = host
-        # (cert, key, client CA): gRPC with mutual TLS. Beyond loopback it is required, and the HTTP
-        # endpoint (inference too, no TLS in Triton) stays on loopback for the health probes.
-        self.tls = tls
+        # (cert, key, client CA): gRPC with mutual TLS, served by the front (rpc.triton.front), which
+        # admits the certificate names allowed_callers and forwards to tritonserver's own gRPC on a
+        # loopback port. Beyond loopback TLS is required, and the HTTP endpoint (inference too, no
+        # TLS in Triton) stays on loopback for the health probes.
+        self.tls, self.allowed_callers = tls, tuple(allowed_callers)
         if not is_loopback(host) and not (tls and all(tls)):
             raise UserError(f"Triton on {host} listens beyond loopback: that needs mutual TLS on its gRPC "
                             "endpoint (--tls-cert, --tls-key, --tls-client-ca); or listen on 127.0.0.1")
         self.http_host = host if is_loopback(host) else "127.0.0.1"
         self.ports = {"grpc": grpc_port, "http": http_port, "metrics": metrics_port}
+        if tls:
+            self.ports["backend_grpc"] = 0  # tritonserver's own gRPC, behind the front
+        self.front = None
         self.models, self.weights_store, self.config_name = models, weights_store, config_name
         self.log = log  # a file for the server's output (None: inherit)
         self.root = bundled_root()
@@ -115,9 +121,10 @@ class TritonServer(ChildProcess):
 
     # ------------------------------------------------------------------ lifecycle
     def command(self, backends: Path) -> list[str]:
+        grpc_host, grpc_port = ("127.0.0.1", self.ports["backend_grpc"]) if self.tls else (self.host, self.ports["grpc"])
         cmd = [str(self.root / "bin" / "tritonserver"),
                f"--model-repository={self.repository}", f"--backend-directory={backends}",
-               f"--grpc-address={self.host}", f"--grpc-port={self.ports['grpc']}",
+               f"--grpc-address={grpc_host}", f"--grpc-port={grpc_port}",
                f"--http-address={self.http_host}", f"--http-port={self.ports['http']}",
                f"--metrics-address={self.host}", f"--metrics-port={self.ports['metrics']}",
                # A model that cannot load (missing weights) is UNAVAILABLE; the others serve.
@@ -125,10 +132,6 @@ class TritonServer(ChildProcess):
                f"--backend-config=python,shm-default-byte-size={SHM_DEFAULT_BYTES}",
                f"--backend-config=python,shm-growth-byte-size={SHM_GROWTH_BYTES}",
                "--allow-cpu-metrics=true", "--log-verbose=0"]
-        if self.tls:
-            cert, key, client_ca = self.tls
-            cmd += ["--grpc-use-ssl=true", "--grpc-use-ssl-mutual=true", f"--grpc-server-cert={cert}",
-                    f"--grpc-server-key={key}", f"--grpc-root-cert={client_ca}"]
         if self.config_name:
             cmd.append(f"--model-config-name={self.config_name}")
         if self.models:
@@ -139,7 +142,11 @@ class TritonServer(ChildProcess):
     def spawn(self) -> "TritonServer":
         for name, port in self.ports.items():
             if not port:
-                self.ports[name] = free_port(self.host)
+                self.ports[name] = free_port("127.0.0.1" if name == "backend_grpc" else self.host)
+        if self.tls and self.front is None:  # kept across restarts: its callers keep their address
+            from theval_mesh.rpc.triton.front import TritonFront
+            self.front = TritonFront(self.address, self.tls, self.allowed_callers,
+                                     f"127.0.0.1:{self.ports['backend_grpc']}")
         if self._workdir is None:
             self._workdir = tempfile.mkdtemp(prefix="theval-triton-")
             make_backend_dir(self.root, Path(self._workdir) / "backends")
@@ -171,8 +178,8 @@ class TritonServer(ChildProcess):
 
     def start(self, timeout: float = 300) -> "TritonServer":
         """spawn() and wait_live(); a server that does not come up is stopped, not left running."""
-        self.spawn()
         try:
+            self.spawn()
             return self.wait_live(timeout)
         except BaseException:
             self.close()
@@ -183,8 +190,11 @@ class TritonServer(ChildProcess):
         return self.wait_live(timeout)
 
     def close(self):
-        """terminate(), and remove the backend directory."""
+        """terminate(), stop the front, and remove the backend directory."""
         self.terminate()
+        if self.front is not None:
+            self.front.close()
+            self.front = None
         if self._workdir:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
