@@ -30,12 +30,12 @@ def test_a_token_names_its_identity_and_nothing_else_does():
 def test_a_revoked_token_opens_nothing_and_the_others_still_do():
     tokens = Tokens.parse(f"alice {TOKEN}", "test")
     job, other = "j" * 43, "k" * 43
-    tokens.add("theval-jobs", job)
-    tokens.add("theval-jobs", other)
-    assert tokens.identity([("authorization", f"Bearer {job}")]) == "theval-jobs"
+    tokens.add("theval-jobs/j1", job)
+    tokens.add("theval-jobs/j2", other)
+    assert tokens.identity([("authorization", f"Bearer {job}")]) == "theval-jobs/j1"
     tokens.revoke(job)
     assert tokens.identity([("authorization", f"Bearer {job}")]) is None
-    assert tokens.identity([("authorization", f"Bearer {other}")]) == "theval-jobs"
+    assert tokens.identity([("authorization", f"Bearer {other}")]) == "theval-jobs/j2"
     assert tokens.identity([("authorization", f"Bearer {TOKEN}")]) == "alice" and len(tokens) == 2
 
 
@@ -215,3 +215,38 @@ def test_the_services_admit_the_evaluator_unless_told_otherwise(tmp_path):
     assert c.allowed_callers == {"evaluator", "evaluator-canary"}
     with pytest.raises(UserError, match="THEVAL_ALLOWED_CALLERS"):
         config.load("audio", environ=_env(tmp_path, THEVAL_ALLOWED_CALLERS="evaluator,bad name!"))
+
+
+def test_the_job_identities_are_reserved():
+    for identity in ("theval-jobs", "theval-jobs/job-1", "theval-jobsx"):
+        with pytest.raises(UserError, match="reserved for the tokens the evaluator gives its submitted jobs"):
+            Tokens.parse(f"{identity} {TOKEN}", "--tokens-file t")
+
+
+def test_a_scoped_token_is_refused_every_other_method_unread(tmp_path):
+    """AuthInterceptor on a real server: a token added with methods calls those only
+    (PERMISSION_DENIED for the rest, before the request is read); a person's token calls all."""
+    from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
+
+    from theval_mesh.rpc.security import AuthInterceptor
+    tokens = Tokens.parse(f"alice {TOKEN}", "test")
+    job = "j" * 40
+    tokens.add("theval-jobs/job-1", job, frozenset({"/grpc.health.v1.Health/Check"}))
+    server = grpc.server(futures.ThreadPoolExecutor(4), interceptors=[AuthInterceptor(tokens)])
+    reflection.enable_server_reflection([reflection.SERVICE_NAME], server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        ask = reflection_pb2.ServerReflectionRequest(list_services="")
+        outcomes = {}
+        for who, token in (("alice", TOKEN), ("the job", job), ("nobody", None)):
+            with client_channel(f"127.0.0.1:{port}", ClientSecurity(token=token)) as channel:
+                try:
+                    list(reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(iter([ask]), timeout=5))
+                    outcomes[who] = grpc.StatusCode.OK
+                except grpc.RpcError as err:
+                    outcomes[who] = err.code()
+        assert outcomes == {"alice": grpc.StatusCode.OK, "the job": grpc.StatusCode.PERMISSION_DENIED,
+                            "nobody": grpc.StatusCode.UNAUTHENTICATED}
+    finally:
+        server.stop(0)

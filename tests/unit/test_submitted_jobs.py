@@ -11,8 +11,8 @@ import pytest
 from theval_mesh.core.inputs import Item
 from theval_mesh.pure.errors import AccessDenied, NotFound, Overloaded, UserError
 from theval_mesh.pure.settings import RunSettings
-from theval_mesh.rpc.security import ClientSecurity, Tokens
-from theval_mesh.service.submitted_jobs import JOBS_IDENTITY, SubmittedJobs
+from theval_mesh.rpc.security import ClientSecurity, Tokens, job_identity
+from theval_mesh.service.submitted_jobs import JOB_METHODS, SubmittedJobs
 from theval_mesh.stores.job_store import JobSpec
 
 SETTINGS = RunSettings(quality="proxy")
@@ -123,17 +123,35 @@ def bearer(token):
 
 def test_a_jobs_own_token_opens_the_api_while_its_driver_runs_and_nothing_after(jobs, tmp_path):
     """Each job gets a token of its own (its actors carry it, on an external Ray through the
-    cluster's metadata), revoked when its driver exits; the callers' tokens stay."""
+    cluster's metadata), named for the job and scoped to its scoring calls, revoked when its
+    driver exits; the callers' tokens stay."""
     caller = "c" * 32
     tokens = Tokens.parse(f"alice {caller}", "test")
     jobs.trust_drivers(ClientSecurity(), tokens)
-    job = a_job(jobs)
-    token, other = jobs._issue_token(), jobs._issue_token()
-    assert token != other and tokens.identity(bearer(token)) == tokens.identity(bearer(other)) == JOBS_IDENTITY
+    job, second = a_job(jobs), a_job(jobs)
+    token, other = jobs._issue_token(job.id), jobs._issue_token(second.id)
+    assert token != other
+    assert tokens.lookup(bearer(token)) == (job_identity(job.id), JOB_METHODS)
+    assert tokens.lookup(bearer(other)) == (job_identity(second.id), JOB_METHODS)
+    assert tokens.lookup(bearer(caller)) == ("alice", None)  # a person's token: every method
     driver = subprocess.Popen([sys.executable, "-c", "pass"])
     jobs._drivers[job.id] = driver
     jobs._watch(job.id, driver, tmp_path / "driver.log", token)
     assert tokens.identity(bearer(token)) is None
-    assert tokens.identity(bearer(other)) == JOBS_IDENTITY and tokens.identity(bearer(caller)) == "alice"
+    assert tokens.identity(bearer(other)) == job_identity(second.id) and tokens.identity(bearer(caller)) == "alice"
     jobs.trust_drivers(ClientSecurity(), None)  # an API without tokens: none issued
-    assert jobs._issue_token() is None
+    assert jobs._issue_token(job.id) is None
+
+
+def test_a_jobs_token_scores_its_own_jobs_videos_while_it_runs_only(jobs):
+    job, other = a_job(jobs), a_job(jobs)
+    who = job_identity(job.id)
+    jobs.check_scope(who, "/v/gt/a.mp4")  # its own video
+    jobs.check_scope("alice", "/anything/else.mp4")  # not a job's token: the other checks decide
+    for uri, reference in (("/v/gt/c.mp4", ""), ("/v/gt/a.mp4", "gt")):  # another video; a GT set
+        with pytest.raises(AccessDenied, match="submitted job's token"):
+            jobs.check_scope(who, uri, reference)
+    jobs.store.finish(job.id, "cancelled")
+    with pytest.raises(AccessDenied, match="while it runs"):  # its job is over
+        jobs.check_scope(who, "/v/gt/a.mp4")
+    jobs.check_scope(job_identity(other.id), "/v/gt/a.mp4")

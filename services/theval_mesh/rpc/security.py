@@ -21,6 +21,8 @@ from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.user_names import check_name
 
 HEADER = "authorization"
+# The identities of submitted jobs' own tokens, theval-jobs/JOB_ID: reserved, no tokens file may use them.
+JOB_TOKENS = "theval-jobs"
 OPEN_METHODS = ("/grpc.health.v1.Health/",)
 MIN_TOKEN_CHARS = 24
 ANONYMOUS = ""  # the identity of every caller of a server without tokens (loopback only)
@@ -40,22 +42,32 @@ def is_wildcard(host: str) -> bool:
     return host.strip("[]") in ("", "0.0.0.0", "::")
 
 
+def job_identity(job_id: str) -> str:
+    return f"{JOB_TOKENS}/{job_id}"
+
+
+def job_of(identity: str | None) -> str | None:
+    """The job id of a job token's identity (job_identity), None for any other identity."""
+    prefix = JOB_TOKENS + "/"
+    return identity[len(prefix):] if identity and identity.startswith(prefix) else None
+
+
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
 class Tokens:
-    """Accepted bearer tokens and the identity each one stands for. Tokens are added and revoked
-    while calls are checked: the list is replaced, never changed in place, so a check always
-    reads a whole one."""
+    """Accepted bearer tokens, the identity each one stands for, and the methods it may call (None:
+    every method; a job's token: its scoring calls only). Tokens are added and revoked while calls
+    are checked: the list is replaced, never changed in place, so a check always reads a whole one."""
 
     def __init__(self, pairs: list[tuple[str, str]]):
-        self._entries = [(_digest(token), identity) for identity, token in pairs]
+        self._entries = [(_digest(token), identity, None) for identity, token in pairs]
         self._lock = threading.Lock()  # writers only
 
-    def add(self, identity: str, token: str):
+    def add(self, identity: str, token: str, methods: frozenset | None = None):
         with self._lock:
-            self._entries = self._entries + [(_digest(token), identity)]
+            self._entries = self._entries + [(_digest(token), identity, methods)]
 
     def revoke(self, token: str):
         digest = _digest(token)
@@ -67,7 +79,7 @@ class Tokens:
 
     @property
     def identities(self) -> frozenset:
-        return frozenset(identity for _, identity in self._entries)
+        return frozenset(identity for _, identity, _ in self._entries)
 
     def __bool__(self):
         return bool(self._entries)
@@ -87,6 +99,9 @@ class Tokens:
                 raise UserError(f"{origin}: entry {n}: expected 'IDENTITY TOKEN'")
             identity, token = fields
             check_name(f"{origin}: entry {n}: identity", identity)
+            if identity.startswith(JOB_TOKENS):
+                raise UserError(f"{origin}: entry {n}: identities starting with {JOB_TOKENS!r} are reserved for the "
+                                "tokens the evaluator gives its submitted jobs; name this one otherwise")
             if len(token) < MIN_TOKEN_CHARS:
                 raise UserError(f"{origin}: entry {n}: the token of {identity!r} is shorter than {MIN_TOKEN_CHARS} "
                                 "characters; make one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`")
@@ -108,17 +123,23 @@ class Tokens:
         text = environ.get("THEVAL_TOKENS", "")
         return cls.parse(text, "THEVAL_TOKENS") if text.strip() else cls([])
 
-    def identity(self, metadata) -> str | None:
-        """The identity of a call's `authorization: Bearer TOKEN`, None if absent or unknown.
-        Every entry is compared, whatever matches, so the time taken says nothing."""
+    def lookup(self, metadata) -> tuple[str, frozenset | None] | None:
+        """(identity, the methods it may call or None for all) of a call's `authorization: Bearer
+        TOKEN`, None if absent or unknown. Every entry is compared, whatever matches, so the time
+        taken says nothing."""
         value = dict(metadata or ()).get(HEADER, "")
         scheme, _, token = value.partition(" ")
         presented = _digest(token.strip()) if scheme.lower() == "bearer" else b""
         found = None
-        for digest, identity in self._entries:  # one list, whatever add() and revoke() do meanwhile
+        for digest, identity, methods in self._entries:  # one list, whatever add() and revoke() do meanwhile
             if hmac.compare_digest(digest, presented) and found is None:
-                found = identity
+                found = (identity, methods)
         return found
+
+    def identity(self, metadata) -> str | None:
+        """The identity of a call's token, None if absent or unknown."""
+        found = self.lookup(metadata)
+        return found[0] if found else None
 
 
 def caller(tokens: Tokens, context) -> str:
@@ -139,14 +160,18 @@ class AuthInterceptor(grpc.ServerInterceptor):
         self.tokens = tokens
 
     def intercept_service(self, continuation, details):
-        if details.method.startswith(OPEN_METHODS) or self.tokens.identity(details.invocation_metadata):
+        if details.method.startswith(OPEN_METHODS):
+            return continuation(details)
+        found = self.tokens.lookup(details.invocation_metadata)
+        if found and (found[1] is None or details.method in found[1]):
             return continuation(details)
         handler = continuation(details)
         if handler is None:
             return None
         kind = grpc.stream_stream_rpc_method_handler if handler.response_streaming else \
             grpc.stream_unary_rpc_method_handler
-        return kind(_refuse_unread, handler.request_deserializer, handler.response_serializer)
+        return kind(_refuse_unread if found is None else _refuse_out_of_scope, handler.request_deserializer,
+                    handler.response_serializer)
 
 
 def certificate_name(path: str) -> str | None:
@@ -202,6 +227,11 @@ class CallerInterceptor(grpc.ServerInterceptor):
 def _refuse_unread(requests, context):
     context.abort(grpc.StatusCode.UNAUTHENTICATED,
                   "missing or unknown bearer token: send 'authorization: Bearer TOKEN'")
+
+
+def _refuse_out_of_scope(requests, context):
+    context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                  "this token is a submitted job's: it scores that job's videos (Evaluate, Describe) and nothing else")
 
 
 def _read(path: str, what: str) -> bytes:

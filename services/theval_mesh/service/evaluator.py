@@ -119,8 +119,9 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
     # ------------------------------------------------------------------ the API
     @rpc
     def Evaluate(self, request, context):
-        answer, error = self._evaluate(request, _deadline(context), caller(self.config.tokens, context),
-                                       liveness.of_call(context))
+        who = caller(self.config.tokens, context)
+        self.jobs.check_scope(who, request.video.uri, request.reference)
+        answer, error = self._evaluate(request, _deadline(context), who, liveness.of_call(context))
         if error is not None:
             context.set_trailing_metadata(((RESULT_TRAILER, wire.result_to_proto(answer).SerializeToString()),))
             raise error

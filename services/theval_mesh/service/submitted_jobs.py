@@ -4,9 +4,11 @@ driver process (jobs.drivers), whose Ray workers score through the evaluator's o
 job's videos go the same path as a client's; each result is committed to the evaluator's store
 as it finishes, where GetJob and StreamJob read the progress. A caller sees its own jobs only.
 
-When the evaluator requires tokens, each job gets one of its own (identity JOBS_IDENTITY), revoked
-when its driver exits: the driver hands it to its Ray actors as an argument (jobs.pipeline), which
-an external cluster keeps in its GCS, so it opens nothing once the job is over."""
+When the evaluator requires tokens, each job gets one of its own, revoked when its driver exits: the
+driver hands it to its Ray actors as an argument (jobs.pipeline), which an external cluster keeps in
+its GCS, so it opens nothing once the job is over. It is the job's, not a user's: its identity names
+the job (rpc.security.job_identity), it calls Evaluate and Describe only (JOB_METHODS), and Evaluate
+takes from it only the job's own videos while the job is not finished (check_scope)."""
 import logging
 import secrets
 import threading
@@ -18,16 +20,18 @@ from theval_mesh.backends.media.sources import resolve_uri
 from theval_mesh.core.inputs import plan
 from theval_mesh.core.preflight import before_work
 from theval_mesh.jobs.drivers import last_line, start_driver
-from theval_mesh.pure.errors import NotFound, Overloaded, UserError
+from theval_mesh.pure.errors import AccessDenied, NotFound, Overloaded, UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.pure.user_names import check_name
-from theval_mesh.rpc.security import ClientSecurity, Tokens, is_wildcard
+from theval_mesh.rpc.security import ClientSecurity, Tokens, is_wildcard, job_identity, job_of
+from theval_mesh.rpc.v1 import evaluator_pb2
 from theval_mesh.stores.job_store import FINISHED, Job, JobSpec, SqlJobStore
 
 log = logging.getLogger("theval.jobs")
 STREAM_POLL_S = 0.5
 STREAM_KEEPALIVE_S = 10.0
-JOBS_IDENTITY = "theval-jobs"  # submitted jobs' workers calling Evaluate
+_API = evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"].full_name
+JOB_METHODS = frozenset(f"/{_API}/{m}" for m in ("Evaluate", "Describe"))  # what a job's token may call
 
 
 class SubmittedJobs:
@@ -54,12 +58,23 @@ class SubmittedJobs:
         host = self.advertise_host or ("127.0.0.1" if is_wildcard(host) else host)
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
-    def _issue_token(self) -> str | None:
+    def _issue_token(self, job_id: str) -> str | None:
         if not self.tokens:
             return None
         token = secrets.token_urlsafe(32)
-        self.tokens.add(JOBS_IDENTITY, token)
+        self.tokens.add(job_identity(job_id), token, JOB_METHODS)
         return token
+
+    def check_scope(self, who: str, uri: str, reference: str = ""):
+        """A job's token (who names a job) scores its job's own videos, with no reference set,
+        while the job is not finished; AccessDenied else. Other callers pass."""
+        job_id = job_of(who)
+        if job_id is None:
+            return
+        if reference:
+            raise AccessDenied("a submitted job's token scores without a GT reference set")
+        if self.store.get(job_id).state in FINISHED or not self.store.has_video(job_id, uri):
+            raise AccessDenied("a submitted job's token scores the videos of its own job, while it runs, only")
 
     def _revoke(self, token: str | None):
         if token:
@@ -94,7 +109,7 @@ class SubmittedJobs:
         with self._lock:  # counted and started under the lock: two submits cannot both take the last slot
             self._check_slots()
             job = self.store.create(spec, items)
-            token = self._issue_token()
+            token = self._issue_token(job.id)
             try:
                 driver, log_file = start_driver(self.store.path, job.id, workers, self.ray_address,
                                                 env=replace(self.driver_security, token=token).env())

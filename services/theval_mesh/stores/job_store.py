@@ -267,6 +267,10 @@ class SqlJobStore:
             (job_id, after, limit))
         return [(seq, Item(model, video, missing)) for seq, model, video, missing in rows]
 
+    def has_video(self, job_id: str, video: str) -> bool:
+        """Whether `video` (its path) is one of the job's items."""
+        return bool(self._query("SELECT 1 FROM items WHERE job=? AND video=? LIMIT 1", (job_id, video)))
+
     def commit(self, job_id: str, result: VideoResult) -> bool:
         """Store one video's result durably, replacing a failed one; False when an ok result was there
         already (nothing changes: an ok result is never scored twice nor replaced)."""
