@@ -100,7 +100,8 @@ def _start_mesh_up(videos, tmp, extra=(), timeout=180):
         match = ROW.match(line)
         if match:
             services[match.group(1)] = (match.group(2), match.group(3))
-    assert set(services) == {"evaluator", "landmarks", "headpose", "quality", "audio"}, "".join(seen)
+    expected = {"evaluator", "landmarks", "headpose", "quality", "audio"} | ({"triton"} if "--triton" in extra else set())
+    assert set(services) == expected, "".join(seen)
     return services, proc
 
 
@@ -216,6 +217,41 @@ def test_mesh_up_with_tls_and_tokens_comes_up_and_scores(videos, tmp_path):
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
+
+
+@pytest.mark.slow
+def test_mesh_up_with_tls_and_triton_serves_triton_behind_the_same_tls(videos, tmp_path, monkeypatch):
+    """`mesh up --triton` with TLS: Triton gets the mesh's certificate and client authentication
+    (its front), the audio service reaches it over TLS and a video scores; when the mesh stops,
+    Triton's working folder is gone. (It used to start Triton in plaintext: audio failed 604
+    handshakes and the mesh gave up after 600 s, leaving the folder behind.)"""
+    ca, ca_cert, ca_key = make_ca(tmp_path, "mesh-ca")
+    server = issue(tmp_path, "server", ca_cert, ca_key)
+    token = "operator-token-" + "t" * 24
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"operator {token}\n")
+    tokens.chmod(0o600)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where mesh up's Triton makes its working folder
+    (tmp_path / "tmp").mkdir()
+    services, proc = _start_mesh_up(videos, tmp_path, ["--triton", "--tls-cert", server.cert, "--tls-key", server.key,
+                                                       "--tls-ca", ca.cert, "--tls-client-ca", ca.cert,
+                                                       "--tokens-file", str(tokens)], timeout=600)
+    try:
+        assert "triton" in services
+        clip = common_pb2.VideoRef(uri=str(next(videos["gt"].glob("*.mp4"))))
+        with client_channel(services["evaluator"][0], ClientSecurity(ca.cert, server.cert, server.key, token)) as channel:
+            answer = evaluator_pb2_grpc.EvaluatorServiceStub(channel).Evaluate(
+                evaluator_pb2.EvaluateRequest(video=clip), timeout=300)
+        assert answer.result.status == "ok" and "lip_sync" in answer.result.metrics, answer.result
+        assert "triton" in answer.result.provenance_json
+        with client_channel(services["triton"][0]) as channel:  # plaintext to Triton's port: refused
+            with pytest.raises(grpc.RpcError) as refused:
+                channel.unary_unary("/inference.GRPCInferenceService/ServerLive")(b"", timeout=10)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(120) == 0
+    assert not list((tmp_path / "tmp").glob("theval-triton-*"))
 
 
 def _running(pid) -> bool:

@@ -11,6 +11,7 @@ from theval_mesh.pure.errors import UsageRefused, UserError
 from theval_mesh.pure.exit_codes import EXIT_ERROR
 from theval_mesh.pure.services import BY_NAME, DEPENDENCIES, SERVICES
 from theval_mesh.rpc import config
+from theval_mesh.rpc.config import ON_TRITON
 from theval_mesh.rpc.launcher import ServiceProcess, stop_all
 from theval_mesh.rpc.security import certificate_name, own_security
 
@@ -120,15 +121,21 @@ def _echo(service, line):
     print(f"[{service}] {line}", flush=True)
 
 
-def _start_triton(args, procs: dict):
+def _start_triton(args, procs: dict, configs: dict):
     """A Triton server on free ports, its log beside the others' output; the quality, audio and
-    head-pose services then take --backend triton --triton-url (they wait for it to answer)."""
+    head-pose services then take --backend triton --triton-url (they wait for it to answer). With
+    the services' mutual TLS, Triton serves the same certificate behind its front, which admits
+    the name the services present (the certificate they all serve)."""
     from theval_mesh.rpc.triton.repository import default_repository
     from theval_mesh.rpc.triton.server import TritonServer
+    c = configs[ON_TRITON[0]]
+    tls, callers = None, ()
+    if c.tls_cert and c.tls_client_ca and c.tls_ca:  # the services dial it as they dial each other
+        tls, callers = (c.tls_cert, c.tls_key, c.tls_client_ca), (certificate_name(c.tls_cert),)
     log_path = new_private_folder("theval-mesh-triton-") / "triton.log"
     print(f"theval mesh: starting Triton (its log: {log_path})", flush=True)
-    procs["triton"] = TritonServer(default_repository(), weights_store=args.weights_store,
-                                   log=open_log(log_path)).spawn()
+    procs["triton"] = TritonServer(default_repository(), weights_store=args.weights_store, log=open_log(log_path),
+                                   tls=tls, allowed_callers=callers).spawn()
     args.backend, args.triton_url = "triton", procs["triton"].address
 
 
@@ -147,7 +154,7 @@ def run(args) -> int:
     stopping = threading.Event()
     try:
         if args.triton:
-            _start_triton(args, procs)
+            _start_triton(args, procs, configs)
         for d in LEAVES:  # started together: each takes seconds to import its models
             procs[d] = ServiceProcess(d, _flags(args, d), echo=_echo, security=security).spawn(0, 0)
         for d in LEAVES:

@@ -189,12 +189,17 @@ class TritonServer(ChildProcess):
         """For the mesh launcher, which waits for every process this way."""
         return self.wait_live(timeout)
 
-    def close(self):
-        """terminate(), stop the front, and remove the backend directory."""
-        self.terminate()
+    def terminate(self, timeout: float = 60) -> int | None:
+        """SIGTERM, SIGKILL after `timeout`; then stop the front and remove the backend directory
+        (a stop by the mesh launcher, which calls this, leaves nothing behind)."""
+        code = super().terminate(timeout)
         if self.front is not None:
             self.front.close()
             self.front = None
         if self._workdir:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+        return code
+
+    def close(self):
+        self.terminate()
