@@ -174,20 +174,26 @@ def test_services_stop_when_mesh_up_is_killed(videos, tmp_path):
         assert probe.health() == "DOWN", name
 
 
-@pytest.mark.slow
-def test_mesh_up_with_tls_and_tokens_comes_up_and_scores(videos, tmp_path):
-    """TLS on every port, the services (and, as the flags apply to every server, the evaluator)
-    requiring a client certificate of the CA, a token on the API: `mesh up` asks its services'
-    health over TLS (it used to ask in plaintext, fail thousands of handshakes and give up after
-    600 s), and a video scores through the evaluator's mutual TLS to the services."""
+def _tls_material(tmp_path):
+    """((CA files, certificate, key), one certificate every server serves, an operator's token,
+    mesh up's flags for mutual TLS and the token)."""
     ca, ca_cert, ca_key = make_ca(tmp_path, "mesh-ca")
     server = issue(tmp_path, "server", ca_cert, ca_key)
     token = "operator-token-" + "t" * 24
     tokens = tmp_path / "tokens"
     tokens.write_text(f"operator {token}\n")
     tokens.chmod(0o600)
-    tls = ["--tls-cert", server.cert, "--tls-key", server.key, "--tls-ca", ca.cert, "--tls-client-ca", ca.cert,
-           "--tokens-file", str(tokens)]
+    return (ca, ca_cert, ca_key), server, token, ["--tls-cert", server.cert, "--tls-key", server.key, "--tls-ca",
+                                                  ca.cert, "--tls-client-ca", ca.cert, "--tokens-file", str(tokens)]
+
+
+@pytest.mark.slow
+def test_mesh_up_with_tls_and_tokens_comes_up_and_scores(videos, tmp_path):
+    """TLS on every port, the services (and, as the flags apply to every server, the evaluator)
+    requiring a client certificate of the CA, a token on the API: `mesh up` asks its services'
+    health over TLS (it used to ask in plaintext, fail thousands of handshakes and give up after
+    600 s), and a video scores through the evaluator's mutual TLS to the services."""
+    (ca, ca_cert, ca_key), server, token, tls = _tls_material(tmp_path)
     services, proc = _start_mesh_up(videos, tmp_path, tls)
     try:
         address = services["evaluator"][0]
@@ -225,17 +231,10 @@ def test_mesh_up_with_tls_and_triton_serves_triton_behind_the_same_tls(videos, t
     (its front), the audio service reaches it over TLS and a video scores; when the mesh stops,
     Triton's working folder is gone. (It used to start Triton in plaintext: audio failed 604
     handshakes and the mesh gave up after 600 s, leaving the folder behind.)"""
-    ca, ca_cert, ca_key = make_ca(tmp_path, "mesh-ca")
-    server = issue(tmp_path, "server", ca_cert, ca_key)
-    token = "operator-token-" + "t" * 24
-    tokens = tmp_path / "tokens"
-    tokens.write_text(f"operator {token}\n")
-    tokens.chmod(0o600)
+    (ca, _, _), server, token, tls = _tls_material(tmp_path)
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where mesh up's Triton makes its working folder
     (tmp_path / "tmp").mkdir()
-    services, proc = _start_mesh_up(videos, tmp_path, ["--triton", "--tls-cert", server.cert, "--tls-key", server.key,
-                                                       "--tls-ca", ca.cert, "--tls-client-ca", ca.cert,
-                                                       "--tokens-file", str(tokens)], timeout=600)
+    services, proc = _start_mesh_up(videos, tmp_path, ["--triton", *tls], timeout=600)
     try:
         assert "triton" in services
         clip = common_pb2.VideoRef(uri=str(next(videos["gt"].glob("*.mp4"))))
