@@ -72,3 +72,56 @@ def test_job_requests_outside_the_rules_get_their_status(mesh, tmp_path):
     assert got == C.NOT_FOUND and "job-nope" in detail
     got, _ = code(lambda: list(mesh.evaluator.StreamJob(evaluator_pb2.JobRequest(id="job-nope"), timeout=30)))
     assert got == C.NOT_FOUND
+
+
+OPERATOR = "operator-token-" + "o" * 24
+
+
+def test_a_job_rides_through_an_evaluator_restart_and_an_interrupted_one_resumes(videos, tmp_path):
+    """With tokens on, a job's workers call Evaluate with the job's own token. The evaluator,
+    SIGKILLed mid-job and started again on the same port, still knows that token (the job store
+    keeps its digest): the job ends done with every video once. A job whose driver is killed is
+    interrupted, ResumeJob starts it again and it ends done; a done job is not resumed."""
+    from theval_mesh.rpc.security import ClientSecurity
+    from theval_mesh.stores.job_store import SqlJobStore
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"operator {OPERATOR}\n")
+    tokens.chmod(0o600)
+    (tmp_path / "mesh").mkdir()
+    mesh = Mesh(tmp_path / "mesh", roots=[videos], security={"evaluator": ClientSecurity(token=OPERATOR)},
+                evaluator_args=["--job-workers", "1", "--single-pass", "--tokens-file", str(tokens)]).start()
+    try:
+        def job_of(gt, until_done):
+            job = mesh.evaluator.SubmitJob(evaluator_pb2.SubmitJobRequest(gt=str(gt)), timeout=120)
+            for event in mesh.evaluator.StreamJob(evaluator_pb2.JobRequest(id=job.id), timeout=600):
+                if event.done >= until_done:
+                    return event
+            raise AssertionError(f"{job.id} ended before {until_done} videos were done")
+
+        first = job_of(videos / "large", 2)
+        mesh.procs["evaluator"].kill()
+        mesh.procs["evaluator"].start()  # on the same ports, as a supervisor restarts it
+        mesh.wait_serving()
+        final = list(mesh.evaluator.StreamJob(evaluator_pb2.JobRequest(id=first.id), timeout=900))[-1]
+        assert (final.state, final.done, final.failed) == ("done", 60, 0), final
+        store = SqlJobStore(mesh.store)
+        assert len(list(store.results(first.id))) == 60
+
+        other = videos / "large-again"  # other paths: nothing of the first job is reused
+        other.mkdir()
+        for clip in (videos / "large").iterdir():
+            os.link(clip, other / clip.name)
+        second = job_of(other, 2)
+        os.kill(int(store.get(second.id).driver.split(":")[1]), 9)  # host:pid:start
+        last = list(mesh.evaluator.StreamJob(evaluator_pb2.JobRequest(id=second.id), timeout=120))[-1]
+        assert last.state == "interrupted", last
+        resumed = mesh.evaluator.ResumeJob(evaluator_pb2.JobRequest(id=second.id), timeout=60)
+        assert resumed.state in ("queued", "running") and resumed.done >= 2 and not resumed.error
+        final = list(mesh.evaluator.StreamJob(evaluator_pb2.JobRequest(id=second.id), timeout=900))[-1]
+        assert (final.state, final.done) == ("done", 60), final
+        with pytest.raises(grpc.RpcError) as refused:
+            mesh.evaluator.ResumeJob(evaluator_pb2.JobRequest(id=second.id), timeout=60)
+        assert refused.value.code() == C.FAILED_PRECONDITION and "is done" in refused.value.details()
+        store.close()
+    finally:
+        mesh.stop()

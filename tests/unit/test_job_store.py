@@ -10,7 +10,8 @@ from theval_mesh.core.inputs import Item
 from theval_mesh.core.results import FAILED, OK, VideoResult
 from theval_mesh.pure.errors import NotFound, UserError
 from theval_mesh.pure.settings import RunSettings
-from theval_mesh.stores.job_store import PAGE, SCHEMA_VERSION, JobSpec, SqlJobStore
+from theval_mesh.stores.job_store import PAGE, JobSpec, SqlJobStore
+from theval_mesh.stores.sqlite import FILE_FORMAT
 
 SETTINGS = RunSettings(quality="proxy").key()
 
@@ -110,7 +111,7 @@ def test_concurrent_writers_in_other_processes_never_duplicate(store_location):
     if not store_location.startswith("postgresql:"):
         with sqlite3.connect(store_location) as db:
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-            assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+            assert db.execute("PRAGMA user_version").fetchone()[0] == FILE_FORMAT  # the file format, not the schema
 
 
 def test_a_driver_claims_a_job_once_and_a_dead_driver_means_interrupted(store, monkeypatch):
@@ -135,7 +136,7 @@ def test_unknown_jobs_and_newer_schemas_are_refused_clearly(store, tmp_path):
         store.get("job-nope")
     path = tmp_path / "new.sqlite"
     with sqlite3.connect(path) as db:
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        db.execute(f"PRAGMA user_version = {FILE_FORMAT + 1}")
     with pytest.raises(UserError, match="newer than this theval"):
         SqlJobStore(path)
     with pytest.raises(UserError, match="does not exist"):

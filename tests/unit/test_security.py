@@ -27,16 +27,21 @@ def test_a_token_names_its_identity_and_nothing_else_does():
     assert TOKEN not in repr(ClientSecurity(token=TOKEN))
 
 
-def test_a_revoked_token_opens_nothing_and_the_others_still_do():
+def test_kept_tokens_open_what_their_keeper_says_and_nothing_once_dropped():
+    """Tokens kept elsewhere (the job store's, for submitted jobs): found by their digest, with
+    the methods they may call; the callers' own tokens are checked first and call everything."""
+    from theval_mesh.rpc.security import token_digest
     tokens = Tokens.parse(f"alice {TOKEN}", "test")
     job, other = "j" * 43, "k" * 43
-    tokens.add("theval-jobs/j1", job)
-    tokens.add("theval-jobs/j2", other)
-    assert tokens.identity([("authorization", f"Bearer {job}")]) == "theval-jobs/j1"
-    tokens.revoke(job)
+    kept = {token_digest(job): ("theval-jobs/j1", frozenset({"/x/Evaluate"})),
+            token_digest(other): ("theval-jobs/j2", frozenset({"/x/Evaluate"}))}
+    tokens.trust(kept.get)
+    assert tokens.lookup([("authorization", f"Bearer {job}")]) == ("theval-jobs/j1", frozenset({"/x/Evaluate"}))
+    del kept[token_digest(job)]
     assert tokens.identity([("authorization", f"Bearer {job}")]) is None
     assert tokens.identity([("authorization", f"Bearer {other}")]) == "theval-jobs/j2"
-    assert tokens.identity([("authorization", f"Bearer {TOKEN}")]) == "alice" and len(tokens) == 2
+    assert tokens.lookup([("authorization", f"Bearer {TOKEN}")]) == ("alice", None) and len(tokens) == 1
+    assert tokens.identity([]) is None and token_digest(job) not in repr(tokens)
 
 
 @pytest.fixture
@@ -224,14 +229,14 @@ def test_the_job_identities_are_reserved():
 
 
 def test_a_scoped_token_is_refused_every_other_method_unread(tmp_path):
-    """AuthInterceptor on a real server: a token added with methods calls those only
+    """AuthInterceptor on a real server: a kept token with its methods calls those only
     (PERMISSION_DENIED for the rest, before the request is read); a person's token calls all."""
     from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
-    from theval_mesh.rpc.security import AuthInterceptor
+    from theval_mesh.rpc.security import AuthInterceptor, token_digest
     tokens = Tokens.parse(f"alice {TOKEN}", "test")
     job = "j" * 40
-    tokens.add("theval-jobs/job-1", job, frozenset({"/grpc.health.v1.Health/Check"}))
+    tokens.trust({token_digest(job): ("theval-jobs/job-1", frozenset({"/grpc.health.v1.Health/Check"}))}.get)
     server = grpc.server(futures.ThreadPoolExecutor(4), interceptors=[AuthInterceptor(tokens)])
     reflection.enable_server_reflection([reflection.SERVICE_NAME], server)
     port = server.add_insecure_port("127.0.0.1:0")

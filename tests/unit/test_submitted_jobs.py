@@ -155,3 +155,21 @@ def test_a_jobs_token_scores_its_own_jobs_videos_while_it_runs_only(jobs):
     with pytest.raises(AccessDenied, match="while it runs"):  # its job is over
         jobs.check_scope(who, "/v/gt/a.mp4")
     jobs.check_scope(job_identity(other.id), "/v/gt/a.mp4")
+
+
+def test_a_job_is_resumed_only_when_no_driver_runs_it(jobs):
+    from theval_mesh.pure.errors import NotResumable
+    done, cancelled, running = a_job(jobs), a_job(jobs), a_job(jobs)
+    jobs.store.finish(done.id, "done")
+    jobs.store.request_cancel(cancelled.id)
+    driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    jobs._drivers[running.id] = driver
+    try:
+        for job, why in ((done, "is done"), (cancelled, "was cancelled"), (running, "is already running")):
+            with pytest.raises(NotResumable, match=why):
+                jobs.resume(job.id, "alice")
+        with pytest.raises(NotFound):  # another caller's job
+            jobs.resume(done.id, "bob")
+    finally:
+        driver.kill()
+        driver.wait()

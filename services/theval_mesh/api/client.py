@@ -230,6 +230,11 @@ class Client:
         """The job's committed results (all of them once it is done), in input order."""
         return [wire.result_from_proto(m) for m in self._stream("GetJobResults", evaluator_pb2.JobRequest(id=job_id))]
 
+    def resume(self, job_id: str) -> JobStatus:
+        """Start an interrupted (or failed) job again: its committed results stay, the rest is
+        scored. Refused (FAILED_PRECONDITION) while it runs, once done, or after a cancel."""
+        return _job(self._call("ResumeJob", evaluator_pb2.JobRequest(id=job_id)))
+
     def cancel(self, job_id: str) -> JobStatus:
         """No new video starts; the committed results stay."""
         return _job(self._call("CancelJob", evaluator_pb2.JobRequest(id=job_id)))

@@ -76,6 +76,10 @@ class Overloaded(UserError):
     """More than a limit of work at once (jobs, workers): retry later (RESOURCE_EXHAUSTED)."""
 
 
+class NotResumable(UserError):
+    """A job that cannot be resumed now: it runs, is done or was cancelled (FAILED_PRECONDITION)."""
+
+
 class AccessDenied(UserError):
     """A path or URI outside the roots a server may read (PERMISSION_DENIED over gRPC)."""
 

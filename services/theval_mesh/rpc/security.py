@@ -11,7 +11,6 @@ import hmac
 import ipaddress
 import os
 import re
-import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -56,30 +55,31 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
+def token_digest(token: str) -> str:
+    """How a token is kept where it must outlive this process (the job store): its SHA-256, hex."""
+    return _digest(token).hex()
+
+
 class Tokens:
-    """Accepted bearer tokens, the identity each one stands for, and the methods it may call (None:
-    every method; a job's token: its scoring calls only). Tokens are added and revoked while calls
-    are checked: the list is replaced, never changed in place, so a check always reads a whole one."""
+    """Accepted bearer tokens: the callers' (from a file or the environment), each standing for an
+    identity that may call every method, and the tokens kept elsewhere (`trust`: the submitted
+    jobs' tokens in the job store), each with its identity and the methods it may call."""
 
     def __init__(self, pairs: list[tuple[str, str]]):
-        self._entries = [(_digest(token), identity, None) for identity, token in pairs]
-        self._lock = threading.Lock()  # writers only
+        self._entries = [(_digest(token), identity) for identity, token in pairs]
+        self._kept = None  # digest (hex) -> (identity, methods) or None
 
-    def add(self, identity: str, token: str, methods: frozenset | None = None):
-        with self._lock:
-            self._entries = self._entries + [(_digest(token), identity, methods)]
-
-    def revoke(self, token: str):
-        digest = _digest(token)
-        with self._lock:
-            self._entries = [e for e in self._entries if not hmac.compare_digest(e[0], digest)]
+    def trust(self, kept):
+        """Also accept the tokens kept(digest) knows: kept(token_digest(token)) -> (identity,
+        methods it may call) or None."""
+        self._kept = kept
 
     def __len__(self):
         return len(self._entries)
 
     @property
     def identities(self) -> frozenset:
-        return frozenset(identity for _, identity, _ in self._entries)
+        return frozenset(identity for _, identity in self._entries)
 
     def __bool__(self):
         return bool(self._entries)
@@ -131,9 +131,11 @@ class Tokens:
         scheme, _, token = value.partition(" ")
         presented = _digest(token.strip()) if scheme.lower() == "bearer" else b""
         found = None
-        for digest, identity, methods in self._entries:  # one list, whatever add() and revoke() do meanwhile
+        for digest, identity in self._entries:
             if hmac.compare_digest(digest, presented) and found is None:
-                found = (identity, methods)
+                found = (identity, None)
+        if found is None and presented and self._kept is not None:
+            found = self._kept(presented.hex())
         return found
 
     def identity(self, metadata) -> str | None:

@@ -13,6 +13,7 @@ from theval_mesh.pure.errors import (
     InputTooLarge,
     NotFound,
     NotRanked,
+    NotResumable,
     NotServed,
     Overloaded,
     ServiceError,
@@ -36,6 +37,7 @@ CODES = (
     (AccessDenied, grpc.StatusCode.PERMISSION_DENIED),
     (WeightsMissing, grpc.StatusCode.FAILED_PRECONDITION),
     (NotServed, grpc.StatusCode.FAILED_PRECONDITION),
+    (NotResumable, grpc.StatusCode.FAILED_PRECONDITION),
     (NotFound, grpc.StatusCode.NOT_FOUND),
     (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (ScoringError, grpc.StatusCode.FAILED_PRECONDITION),  # e.g. GT and video scored differently

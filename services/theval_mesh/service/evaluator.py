@@ -207,6 +207,10 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
             context.abort(*status_of(err))
 
     @rpc
+    def ResumeJob(self, request, context):
+        return _job_proto(self.jobs.resume(request.id, caller(self.config.tokens, context)))
+
+    @rpc
     def CancelJob(self, request, context):
         return _job_proto(self.jobs.cancel(request.id, caller(self.config.tokens, context)))
 

@@ -20,10 +20,10 @@ from theval_mesh.backends.media.sources import resolve_uri
 from theval_mesh.core.inputs import plan
 from theval_mesh.core.preflight import before_work
 from theval_mesh.jobs.drivers import last_line, start_driver
-from theval_mesh.pure.errors import AccessDenied, NotFound, Overloaded, UserError
+from theval_mesh.pure.errors import AccessDenied, NotFound, NotResumable, Overloaded, UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.pure.user_names import check_name
-from theval_mesh.rpc.security import ClientSecurity, Tokens, is_wildcard, job_identity, job_of
+from theval_mesh.rpc.security import ClientSecurity, Tokens, is_wildcard, job_identity, job_of, token_digest
 from theval_mesh.rpc.v1 import evaluator_pb2
 from theval_mesh.stores.job_store import FINISHED, Job, JobSpec, SqlJobStore
 
@@ -53,6 +53,8 @@ class SubmittedJobs:
 
     def trust_drivers(self, security: ClientSecurity, tokens: Tokens | None = None):
         self.driver_security, self.tokens = security, tokens
+        if tokens:
+            tokens.trust(self._kept_token)
 
     def bound(self, host: str, port: int):
         host = self.advertise_host or ("127.0.0.1" if is_wildcard(host) else host)
@@ -62,8 +64,12 @@ class SubmittedJobs:
         if not self.tokens:
             return None
         token = secrets.token_urlsafe(32)
-        self.tokens.add(job_identity(job_id), token, JOB_METHODS)
+        self.store.keep_token(job_id, token_digest(token))  # in the store: it outlives this process
         return token
+
+    def _kept_token(self, digest: str) -> tuple | None:
+        job_id = self.store.token_job(digest)
+        return (job_identity(job_id), JOB_METHODS) if job_id else None
 
     def check_scope(self, who: str, uri: str, reference: str = ""):
         """A job's token (who names a job) scores its job's own videos, with no reference set,
@@ -78,7 +84,7 @@ class SubmittedJobs:
 
     def _revoke(self, token: str | None):
         if token:
-            self.tokens.revoke(token)
+            self.store.drop_token(token_digest(token))
 
     def _path(self, what: str, path: str) -> str:
         if not path:
@@ -109,19 +115,39 @@ class SubmittedJobs:
         with self._lock:  # counted and started under the lock: two submits cannot both take the last slot
             self._check_slots()
             job = self.store.create(spec, items)
-            token = self._issue_token(job.id)
-            try:
-                driver, log_file = start_driver(self.store.path, job.id, workers, self.ray_address,
-                                                env=replace(self.driver_security, token=token).env())
-            except BaseException:
-                self._revoke(token)
-                raise
-            self._drivers[job.id] = driver
-        threading.Thread(target=self._watch, args=(job.id, driver, log_file, token), name=f"watch-{job.id}",
-                         daemon=True).start()
-        log.info("%s submitted: %d videos, %d workers, driver pid %d (log %s)", job.id, job.total, workers,
-                 driver.pid, log_file)
+            self._start(job.id, workers, "submitted")
         return self.store.get(job.id)
+
+    def resume(self, job_id: str, owner: str) -> Job:
+        """Start the caller's job again with a new driver (and token) when no driver runs it: an
+        interrupted or failed one, e.g. after this evaluator's host went down. What is committed
+        stays; the rest is scored. NotResumable when it runs, is done or was cancelled."""
+        self.get(job_id, owner)
+        with self._lock:
+            job = self.store.get(job_id)
+            driver = self._drivers.get(job_id)
+            why = f"job {job_id} is done" if job.state == "done" else \
+                f"job {job_id} is already running" if driver is not None and driver.poll() is None else job.refusal()
+            if why:
+                raise NotResumable(why)
+            self._check_slots()
+            self.store.requeue(job_id)
+            self._start(job_id, job.spec.workers, "resumed")
+        return self.store.get(job_id)
+
+    def _start(self, job_id: str, workers: int, how: str):
+        """The job's driver, with a token of its own, and the thread that waits for it (under the lock)."""
+        token = self._issue_token(job_id)
+        try:
+            driver, log_file = start_driver(self.store.path, job_id, workers, self.ray_address,
+                                            env=replace(self.driver_security, token=token).env())
+        except BaseException:
+            self._revoke(token)
+            raise
+        self._drivers[job_id] = driver
+        threading.Thread(target=self._watch, args=(job_id, driver, log_file, token), name=f"watch-{job_id}",
+                         daemon=True).start()
+        log.info("%s %s: %d workers, driver pid %d (log %s)", job_id, how, workers, driver.pid, log_file)
 
     def _check_slots(self):
         if len(self._drivers) >= self.max_jobs:
@@ -133,14 +159,16 @@ class SubmittedJobs:
         end leaves the job queued or running: say why."""
         code = driver.wait()
         self._revoke(token)
-        with self._lock:
-            self._drivers.pop(job_id, None)
-        if self.store.get(job_id).state in ("queued", "running", "interrupted"):
-            # The driver's last line may be a traceback's, with paths and hosts: the caller sees an id.
-            error_id = secrets.token_hex(4)
-            log.error("%s: driver exited with code %d (error %s): %s", job_id, code, error_id, last_line(log_file))
-            self.store.finish(job_id, "interrupted", f"its driver exited with code {code}; see the evaluator's "
-                                                     f"log (error {error_id})")
+        with self._lock:  # with resume(): the job's end is recorded before another driver may take it
+            if self._drivers.get(job_id) is not driver:  # resumed meanwhile: a new driver has the job
+                return
+            self._drivers.pop(job_id)
+            if self.store.get(job_id).state in ("queued", "running", "interrupted"):
+                # The driver's last line may be a traceback's, with paths and hosts: the caller sees an id.
+                error_id = secrets.token_hex(4)
+                log.error("%s: driver exited with code %d (error %s): %s", job_id, code, error_id, last_line(log_file))
+                self.store.finish(job_id, "interrupted", f"its driver exited with code {code}; see the evaluator's "
+                                                         f"log (error {error_id})")
         log.info("%s: driver exited with code %d; the job is %s", job_id, code, self.store.get(job_id).state)
 
     def get(self, job_id: str, owner: str) -> Job:

@@ -35,8 +35,10 @@ CREATE TABLE IF NOT EXISTS results (
     settings_key TEXT NOT NULL, model TEXT NOT NULL, video TEXT NOT NULL, status TEXT NOT NULL,
     result TEXT NOT NULL, committed DOUBLE PRECISION NOT NULL, PRIMARY KEY (settings_key, model, video));
 CREATE INDEX IF NOT EXISTS results_time ON results (settings_key, committed);
-"""]
-SCHEMA_VERSION = len(MIGRATIONS)
+""",
+              # submitted jobs' tokens (SHA-256 of each): an evaluator restarted, or another one on
+              # the same store, knows them, so a job's workers ride through a restart
+              "CREATE TABLE IF NOT EXISTS job_tokens (digest TEXT PRIMARY KEY, job TEXT NOT NULL)"]
 STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 FINISHED = ("done", "failed", "cancelled")
 HEARTBEAT_S = 5.0
@@ -267,6 +269,20 @@ class SqlJobStore:
             (job_id, after, limit))
         return [(seq, Item(model, video, missing)) for seq, model, video, missing in rows]
 
+    # ------------------------------------------------------------------ submitted jobs' tokens
+    def keep_token(self, job_id: str, digest: str):
+        self._write(lambda db: db.execute("INSERT INTO job_tokens (digest, job) VALUES (?, ?)", (digest, job_id)),
+                    job_id)
+
+    def token_job(self, digest: str) -> str | None:
+        """The job whose token has this digest, while that job is not finished."""
+        rows = self._query("SELECT t.job FROM job_tokens t JOIN jobs j ON j.id = t.job WHERE t.digest = ? AND "
+                           f"j.state NOT IN ({', '.join(repr(s) for s in FINISHED)})", (digest,))
+        return rows[0][0] if rows else None
+
+    def drop_token(self, digest: str):
+        self._write(lambda db: db.execute("DELETE FROM job_tokens WHERE digest = ?", (digest,)))
+
     def has_video(self, job_id: str, video: str) -> bool:
         """Whether `video` (its path) is one of the job's items."""
         return bool(self._query("SELECT 1 FROM items WHERE job=? AND video=? LIMIT 1", (job_id, video)))
@@ -311,6 +327,11 @@ class SqlJobStore:
                        "error=NULL, finished=NULL WHERE id=?", (_driver_id(), now, now, job_id))
         self._write(take, job_id)
         return self.get(job_id)
+
+    def requeue(self, job_id: str):
+        """An interrupted or failed job is queued again (its new driver then claims it)."""
+        self._write(lambda db: db.execute("UPDATE jobs SET state='queued', error=NULL, finished=NULL WHERE id=? AND "
+                                          "state IN ('interrupted', 'failed')", (job_id,)), job_id)
 
     def beat(self, job_id: str) -> bool:
         """Heartbeat of the driver; returns True when a cancel was requested."""

@@ -61,6 +61,11 @@ class EvaluatorServiceStub(object):
                 request_serializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
                 response_deserializer=theval_dot_v1_dot_evaluator__pb2.Job.FromString,
                 )
+        self.ResumeJob = channel.unary_unary(
+                '/theval.v1.EvaluatorService/ResumeJob',
+                request_serializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
+                response_deserializer=theval_dot_v1_dot_evaluator__pb2.Job.FromString,
+                )
         self.GetJobResults = channel.unary_stream(
                 '/theval.v1.EvaluatorService/GetJobResults',
                 request_serializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
@@ -145,6 +150,14 @@ class EvaluatorServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResumeJob(self, request, context):
+        """Start a job that no driver runs (interrupted, or failed) again: its committed results stay,
+        the rest is scored. FAILED_PRECONDITION while it runs, once it is done, or after a cancel.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetJobResults(self, request, context):
         """The job's committed results as they stand (all of them once it is done), in input order.
         """
@@ -206,6 +219,11 @@ def add_EvaluatorServiceServicer_to_server(servicer, server):
             ),
             'CancelJob': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelJob,
+                    request_deserializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.FromString,
+                    response_serializer=theval_dot_v1_dot_evaluator__pb2.Job.SerializeToString,
+            ),
+            'ResumeJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeJob,
                     request_deserializer=theval_dot_v1_dot_evaluator__pb2.JobRequest.FromString,
                     response_serializer=theval_dot_v1_dot_evaluator__pb2.Job.SerializeToString,
             ),
@@ -377,6 +395,23 @@ class EvaluatorService(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/theval.v1.EvaluatorService/CancelJob',
+            theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
+            theval_dot_v1_dot_evaluator__pb2.Job.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ResumeJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/theval.v1.EvaluatorService/ResumeJob',
             theval_dot_v1_dot_evaluator__pb2.JobRequest.SerializeToString,
             theval_dot_v1_dot_evaluator__pb2.Job.FromString,
             options, channel_credentials,
