@@ -13,7 +13,7 @@ import pytest
 from tests.support.mesh_support import Mesh
 from theval_mesh import Client, Scorer
 from theval_mesh.core.results import VideoResult
-from theval_mesh.pure.errors import AccessDenied, InputTooLarge, NotFound, UserError, VideoError
+from theval_mesh.pure.errors import AccessDenied, AlreadyExists, InputTooLarge, NotFound, UserError, VideoError
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,8 +88,12 @@ def client(kit, job_videos, tmp_path_factory):
 
 
 def test_client_evaluate_equals_the_scorer_and_scores_against_a_reference(client, clip, scored):
-    reference = client.create_reference("api-gt", [clip])
+    progress = []
+    reference = client.create_reference("api-gt", [clip], on_progress=lambda *p: progress.append(p))
     assert (reference.name, reference.videos, reference.scored, reference.failures) == ("api-gt", 1, 1, [])
+    assert progress == [(1, 1, str(clip))]  # one message per GT video scored, as it ends
+    with pytest.raises(AlreadyExists, match="api-gt"):  # a refusal through the stream: the API's error
+        client.create_reference("api-gt", [clip])
     # a server without tokens has one caller, its sets owned by no one in particular ("")
     assert client.references() == [reference] and reference.owner == ""
     with pytest.raises(AccessDenied, match="only an admin"):

@@ -18,7 +18,7 @@ from theval_mesh.api.errors import error_from_rpc
 from theval_mesh.api.evaluation import LeaderboardRow
 from theval_mesh.backends.media.sources import BYTES_LABEL
 from theval_mesh.core.results import VideoResult
-from theval_mesh.pure.errors import UserError
+from theval_mesh.pure.errors import ServiceError, UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.security import ClientSecurity, client_channel
@@ -136,12 +136,12 @@ class Client:
         except grpc.RpcError as err:
             raise error_from_rpc(err, self.address, video) from None
 
-    def _stream(self, method: str, request) -> Iterator:
-        call = getattr(self._stub, method)(request)
+    def _stream(self, method: str, request, video: str | None = None, timeout: float | None = None) -> Iterator:
+        call = getattr(self._stub, method)(request, timeout=timeout)
         try:
             yield from call
         except grpc.RpcError as err:
-            raise error_from_rpc(err, self.address) from None
+            raise error_from_rpc(err, self.address, video) from None
         finally:
             call.cancel()  # the caller stopped early: the server stops too
 
@@ -173,14 +173,21 @@ class Client:
         return ScoredResult(**vars(wire.result_from_proto(response.result)), scores=scores)
 
     def create_reference(self, name: str, videos: Iterable[Video], *, replace: bool = False,
-                         settings: RunSettings | None = None, **options: Any) -> Reference:
+                         settings: RunSettings | None = None, on_progress=None, **options: Any) -> Reference:
         """Score a GT set (files or folders the server reads, or bytes) and store it as `name`;
-        replace: score again a set of that name (else AlreadyExists)."""
+        replace: score again a set of that name (else AlreadyExists). on_progress(done, total,
+        video) is called as each GT video is scored (the server streams it)."""
         request = evaluator_pb2.CreateReferenceRequest(name=name, videos=[_video_ref(v) for v in videos],
                                                        replace=replace)
         if settings is not None or options:
             request.settings.CopyFrom(wire.settings_to_proto(run_settings(settings, options)))
-        return _reference(self._call("CreateReference", request, video=f"reference set {name!r}"))
+        for m in self._stream("CreateReferenceStream", request, f"reference set {name!r}", self.timeout_s):
+            if m.HasField("reference"):
+                return _reference(m.reference)
+            if on_progress is not None:
+                on_progress(m.done, m.total, m.video)
+        raise ServiceError("UNAVAILABLE", f"the evaluator at {self.address} ended reference set {name!r}'s "
+                           "stream without the set")
 
     def references(self, every_owner: bool = False) -> list[Reference]:
         """Your reference sets (each caller has its own names); every_owner: every owner's, each

@@ -4,7 +4,9 @@ jobs. Here messages become Python values and back, and errors status codes (rpc.
 rules live in service.reference_sets (GT reference sets) and service.submitted_jobs (bulk jobs)."""
 import json
 import logging
+import queue
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from theval_mesh.backends import liveness
 from theval_mesh.backends.checksum import sha256_file
@@ -43,6 +45,7 @@ NO_DEADLINE_S = 24 * 3600.0
 # time): its answer, e.g. the last error naming the service it waited for, then reaches the caller
 # before the caller gives up with a bare DEADLINE_EXCEEDED.
 REPLY_MARGIN_S = 0.5
+PROGRESS_POLL_S = 0.5  # how often CreateReferenceStream looks for a video scored
 
 
 def _deadline(context) -> float:
@@ -153,6 +156,29 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
 
     @rpc
     def CreateReference(self, request, context):
+        return _reference_proto(self._create_reference(request, context))
+
+    def CreateReferenceStream(self, request, context):
+        """CreateReference in a thread of its own; each GT video scored is a message as it ends."""
+        scored: queue.Queue = queue.Queue()
+        try:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reference-stream") as pool:
+                created = pool.submit(self._create_reference, request, context, scored.put)
+                done = total = 0
+                while not (created.done() and scored.empty()):
+                    try:
+                        label, total = scored.get(timeout=PROGRESS_POLL_S)
+                    except queue.Empty:
+                        continue
+                    done += 1
+                    yield evaluator_pb2.CreateReferenceProgress(done=done, total=total, video=label)
+                yield evaluator_pb2.CreateReferenceProgress(done=done, total=total,
+                                                            reference=_reference_proto(created.result()))
+        except Exception as err:  # noqa: BLE001 - a status, as @rpc does for unary calls
+            context.abort(*status_of(err))
+
+    def _create_reference(self, request, context, on_scored=None) -> Reference:
+        """on_scored((label, total)) as each GT video is scored."""
         who = caller(self.config.tokens, context)
         name = self.sets.check_create(request.name, who, request.replace)
         settings = self._settings(request, self.config.run)
@@ -161,8 +187,11 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
 
         def score_one(video: GtVideo):
             ref = request.videos[video.given] if video.uri is None else common_pb2.VideoRef(uri=video.uri)
-            return self._score(ref, video.label, name, settings, deadline, cancelled)
-        return _reference_proto(self.sets.create(name, who, settings, videos, score_one, self.config.concurrency))
+            outcome = self._score(ref, video.label, name, settings, deadline, cancelled)
+            if on_scored is not None:
+                on_scored((video.label, len(videos)))
+            return outcome
+        return self.sets.create(name, who, settings, videos, score_one, self.config.concurrency)
 
     def _reader(self, context) -> tuple[str, bool]:
         """(the caller's identity, whether it is an admin)."""

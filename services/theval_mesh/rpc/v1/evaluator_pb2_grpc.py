@@ -31,6 +31,11 @@ class EvaluatorServiceStub(object):
                 request_serializer=theval_dot_v1_dot_evaluator__pb2.CreateReferenceRequest.SerializeToString,
                 response_deserializer=theval_dot_v1_dot_evaluator__pb2.Reference.FromString,
                 )
+        self.CreateReferenceStream = channel.unary_stream(
+                '/theval.v1.EvaluatorService/CreateReferenceStream',
+                request_serializer=theval_dot_v1_dot_evaluator__pb2.CreateReferenceRequest.SerializeToString,
+                response_deserializer=theval_dot_v1_dot_evaluator__pb2.CreateReferenceProgress.FromString,
+                )
         self.ListReferences = channel.unary_unary(
                 '/theval.v1.EvaluatorService/ListReferences',
                 request_serializer=theval_dot_v1_dot_evaluator__pb2.ListReferencesRequest.SerializeToString,
@@ -102,6 +107,13 @@ class EvaluatorServiceServicer(object):
         """Reference sets are per caller: each token's identity has its own names, scores against and
         reads its own sets only; a set of another owner is NOT_FOUND, as one that does not exist.
         Score a GT set and store it under a name of the caller's (durably, before answering).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateReferenceStream(self, request, context):
+        """The same, with progress: one message as each GT video is scored, then the stored set.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -191,6 +203,11 @@ def add_EvaluatorServiceServicer_to_server(servicer, server):
                     servicer.CreateReference,
                     request_deserializer=theval_dot_v1_dot_evaluator__pb2.CreateReferenceRequest.FromString,
                     response_serializer=theval_dot_v1_dot_evaluator__pb2.Reference.SerializeToString,
+            ),
+            'CreateReferenceStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.CreateReferenceStream,
+                    request_deserializer=theval_dot_v1_dot_evaluator__pb2.CreateReferenceRequest.FromString,
+                    response_serializer=theval_dot_v1_dot_evaluator__pb2.CreateReferenceProgress.SerializeToString,
             ),
             'ListReferences': grpc.unary_unary_rpc_method_handler(
                     servicer.ListReferences,
@@ -295,6 +312,23 @@ class EvaluatorService(object):
         return grpc.experimental.unary_unary(request, target, '/theval.v1.EvaluatorService/CreateReference',
             theval_dot_v1_dot_evaluator__pb2.CreateReferenceRequest.SerializeToString,
             theval_dot_v1_dot_evaluator__pb2.Reference.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CreateReferenceStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/theval.v1.EvaluatorService/CreateReferenceStream',
+            theval_dot_v1_dot_evaluator__pb2.CreateReferenceRequest.SerializeToString,
+            theval_dot_v1_dot_evaluator__pb2.CreateReferenceProgress.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
