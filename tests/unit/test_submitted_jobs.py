@@ -173,3 +173,8 @@ def test_a_job_is_resumed_only_when_no_driver_runs_it(jobs):
     finally:
         driver.kill()
         driver.wait()
+    # its driver exited and its watcher has not seen it yet: that slot is the one being replaced
+    jobs.max_jobs = 1
+    jobs._check_slots(replacing=running.id)
+    with pytest.raises(Overloaded):
+        jobs._check_slots()

@@ -130,7 +130,7 @@ class SubmittedJobs:
                 f"job {job_id} is already running" if driver is not None and driver.poll() is None else job.refusal()
             if why:
                 raise NotResumable(why)
-            self._check_slots()
+            self._check_slots(replacing=job_id)
             self.store.requeue(job_id)
             self._start(job_id, job.spec.workers, "resumed")
         return self.store.get(job_id)
@@ -149,9 +149,11 @@ class SubmittedJobs:
                          daemon=True).start()
         log.info("%s %s: %d workers, driver pid %d (log %s)", job_id, how, workers, driver.pid, log_file)
 
-    def _check_slots(self):
-        if len(self._drivers) >= self.max_jobs:
-            raise Overloaded(f"{len(self._drivers)} jobs are running, this evaluator's limit (--max-jobs): "
+    def _check_slots(self, replacing: str | None = None):
+        """Refuse a job over --max-jobs; `replacing`: a job whose (exited) driver a new one replaces."""
+        running = sum(1 for job_id in self._drivers if job_id != replacing)
+        if running >= self.max_jobs:
+            raise Overloaded(f"{running} jobs are running, this evaluator's limit (--max-jobs): "
                              "submit again when one finishes")
 
     def _watch(self, job_id: str, driver, log_file, token: str | None = None):
