@@ -146,15 +146,15 @@ def test_a_jobs_own_token_opens_the_api_while_its_driver_runs_and_nothing_after(
 def test_a_jobs_token_scores_its_own_jobs_videos_while_it_runs_only(jobs):
     job, other = a_job(jobs), a_job(jobs)
     who = job_identity(job.id)
-    jobs.check_scope(who, "/v/gt/a.mp4")  # its own video
-    jobs.check_scope("alice", "/anything/else.mp4")  # not a job's token: the other checks decide
+    jobs.check_scope(who, "GT", "/v/gt/a.mp4")  # its own video
+    jobs.check_scope("alice", "m", "/anything/else.mp4")  # not a job's token: the other checks decide
     for uri, reference in (("/v/gt/c.mp4", ""), ("/v/gt/a.mp4", "gt")):  # another video; a GT set
         with pytest.raises(AccessDenied, match="submitted job's token"):
-            jobs.check_scope(who, uri, reference)
+            jobs.check_scope(who, "GT", uri, reference)
     jobs.store.finish(job.id, "cancelled")
     with pytest.raises(AccessDenied, match="while it runs"):  # its job is over
-        jobs.check_scope(who, "/v/gt/a.mp4")
-    jobs.check_scope(job_identity(other.id), "/v/gt/a.mp4")
+        jobs.check_scope(who, "GT", "/v/gt/a.mp4")
+    jobs.check_scope(job_identity(other.id), "GT", "/v/gt/a.mp4")
 
 
 def test_a_job_is_resumed_only_when_no_driver_runs_it(jobs):

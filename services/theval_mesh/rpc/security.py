@@ -168,12 +168,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
         if found and (found[1] is None or details.method in found[1]):
             return continuation(details)
         handler = continuation(details)
-        if handler is None:
-            return None
-        kind = grpc.stream_stream_rpc_method_handler if handler.response_streaming else \
-            grpc.stream_unary_rpc_method_handler
-        return kind(_refuse_unread if found is None else _refuse_out_of_scope, handler.request_deserializer,
-                    handler.response_serializer)
+        return None if handler is None else \
+            _as_request_stream(handler, _refuse_unread if found is None else _refuse_out_of_scope)
 
 
 def certificate_name(path: str) -> str | None:
@@ -220,10 +216,15 @@ class CallerInterceptor(grpc.ServerInterceptor):
         def checked(requests, context):
             self._check(context)
             return inner(next(requests) if unary_request else requests, context)
+        return _as_request_stream(handler, checked)
 
-        kind = grpc.stream_stream_rpc_method_handler if handler.response_streaming else \
-            grpc.stream_unary_rpc_method_handler
-        return kind(checked, handler.request_deserializer, handler.response_serializer)
+
+def _as_request_stream(handler, behaviour):
+    """`handler`'s method served by behaviour(requests, context), its request a stream: nothing is
+    read before behaviour reads it (a unary handler would receive the whole message first)."""
+    kind = grpc.stream_stream_rpc_method_handler if handler.response_streaming else \
+        grpc.stream_unary_rpc_method_handler
+    return kind(behaviour, handler.request_deserializer, handler.response_serializer)
 
 
 def _refuse_unread(requests, context):

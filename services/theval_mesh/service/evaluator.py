@@ -123,7 +123,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
     @rpc
     def Evaluate(self, request, context):
         who = caller(self.config.tokens, context)
-        self.jobs.check_scope(who, request.video.uri, request.reference)
+        self.jobs.check_scope(who, request.model, request.video.uri, request.reference)
         answer, error = self._evaluate(request, _deadline(context), who, liveness.of_call(context))
         if error is not None:
             context.set_trailing_metadata(((RESULT_TRAILER, wire.result_to_proto(answer).SerializeToString()),))

@@ -71,15 +71,15 @@ class SubmittedJobs:
         job_id = self.store.token_job(digest)
         return (job_identity(job_id), JOB_METHODS) if job_id else None
 
-    def check_scope(self, who: str, uri: str, reference: str = ""):
-        """A job's token (who names a job) scores its job's own videos, with no reference set,
-        while the job is not finished; AccessDenied else. Other callers pass."""
+    def check_scope(self, who: str, model: str, uri: str, reference: str = ""):
+        """A job's token (who names a job) scores its job's own videos (model and path), with no
+        reference set, while the job is not finished; AccessDenied else. Other callers pass."""
         job_id = job_of(who)
         if job_id is None:
             return
         if reference:
             raise AccessDenied("a submitted job's token scores without a GT reference set")
-        if self.store.get(job_id).state in FINISHED or not self.store.has_video(job_id, uri):
+        if not self.store.runs_video(job_id, model, uri):
             raise AccessDenied("a submitted job's token scores the videos of its own job, while it runs, only")
 
     def _revoke(self, token: str | None):

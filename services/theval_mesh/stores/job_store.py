@@ -283,9 +283,12 @@ class SqlJobStore:
     def drop_token(self, digest: str):
         self._write(lambda db: db.execute("DELETE FROM job_tokens WHERE digest = ?", (digest,)))
 
-    def has_video(self, job_id: str, video: str) -> bool:
-        """Whether `video` (its path) is one of the job's items."""
-        return bool(self._query("SELECT 1 FROM items WHERE job=? AND video=? LIMIT 1", (job_id, video)))
+    def runs_video(self, job_id: str, model: str, video: str) -> bool:
+        """Whether the job is not finished and (model, video) is one of its items: one lookup in the
+        items' unique index, whatever the job's size (it is asked on every Evaluate of a job)."""
+        return bool(self._query(
+            "SELECT 1 FROM items i JOIN jobs j ON j.id = i.job WHERE i.job = ? AND i.model = ? AND i.video = ? AND "
+            f"j.state NOT IN ({', '.join(repr(s) for s in FINISHED)})", (job_id, model, video)))
 
     def commit(self, job_id: str, result: VideoResult) -> bool:
         """Store one video's result durably, replacing a failed one; False when an ok result was there
