@@ -19,7 +19,7 @@ from theval_mesh.pure.settings import SETTINGS, RunSettings
 from theval_mesh.rpc.protocol import RESULT_TRAILER
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2
 
-_WIRE_DTYPE = {"float": "<f4", "double": "<f8"}
+_WIRE_DTYPE = {"float": np.dtype("<f4"), "double": np.dtype("<f8")}
 
 
 def _varint(n: int) -> bytes:
@@ -49,16 +49,24 @@ def _dtype(message, name: str):
 def set_array(message, name: str, values):
     """message.<name> (a repeated float/double field) := values, exactly."""
     f, dtype = _dtype(message, name)
-    data = np.ascontiguousarray(values, dtype=dtype).tobytes()
+    values = np.asarray(values)
     message.ClearField(name)
-    if data:
-        message.MergeFromString(_varint(f.number << 3 | 2) + _varint(len(data)) + data)
+    if values.size:
+        # The field's bytes written once, straight from the array: a landmark series is ~90 MB
+        # for a 600 s clip, and copies of it are what a leaf's memory is made of.
+        size = values.size * dtype.itemsize
+        header = _varint(f.number << 3 | 2) + _varint(size)
+        data = bytearray(len(header) + size)
+        data[:len(header)] = header
+        np.frombuffer(data, dtype, offset=len(header)).reshape(values.shape)[...] = values
+        message.MergeFromString(memoryview(data))
 
 
 def get_array(message, name: str) -> np.ndarray:
     """message.<name> as a numpy array (float32 or float64), exactly."""
     f, dtype = _dtype(message, name)
     data = message.SerializeToString()
+    view = memoryview(data)  # slices of it copy nothing: a series is read with one copy beyond this
     chunks, pos = [], 0
     while pos < len(data):
         key, pos = _read_varint(data, pos)
@@ -69,16 +77,17 @@ def get_array(message, name: str) -> np.ndarray:
             pos += 8
         elif kind == 5:
             if number == f.number:  # an unpacked element (never written by protobuf's own serializer)
-                chunks.append(data[pos:pos + 4])
+                chunks.append(view[pos:pos + 4])
             pos += 4
         elif kind == 2:
             length, pos = _read_varint(data, pos)
             if number == f.number:
-                chunks.append(data[pos:pos + length])
+                chunks.append(view[pos:pos + length])
             pos += length
         else:
             raise ValueError(f"unexpected wire type {kind} in {message.DESCRIPTOR.full_name}")
-    return np.frombuffer(b"".join(chunks), dtype=dtype).astype(dtype[1:], copy=True)
+    packed = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return np.frombuffer(packed, dtype=dtype).astype(dtype.newbyteorder("="), copy=True)
 
 
 # ------------------------------------------------------------------ settings and video info
@@ -98,9 +107,12 @@ def info_to_proto(i: VideoInfo) -> common_pb2.VideoInfo:
 
 
 # ------------------------------------------------------------------ series
-def landmarks_to_proto(name: str, s: LandmarkSeries) -> common_pb2.LandmarkSeries:
-    m = common_pb2.LandmarkSeries(pass_name=name, num_points=s.num_points,
-                                  frame_index=s.frame_index.tolist())
+def landmarks_to_proto(name: str, s: LandmarkSeries, into=None) -> common_pb2.LandmarkSeries:
+    """The series as a message; into: a message to fill in place (e.g. a repeated field's new one,
+    so the series is not copied once more into its parent)."""
+    m = into if into is not None else common_pb2.LandmarkSeries()
+    m.pass_name, m.num_points = name, s.num_points
+    m.frame_index.extend(s.frame_index.tolist())
     set_array(m, "points", s.points)
     return m
 
