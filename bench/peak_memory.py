@@ -11,9 +11,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import av
-import numpy as np
 from common import kit
+
+from tests.support.video_files import silent_gradient
 
 CHILD = """
 import re, sys, threading, time
@@ -37,23 +37,6 @@ print(r.status, r.frames_used, round(seconds, 1), loaded, max(peak[0], status("R
 """
 
 
-def faceless(path: Path, seconds: int, size: int = 64, fps: int = 25) -> Path:
-    """A silent clip of a moving gradient: no face, no audio."""
-    out = av.open(str(path), "w")
-    stream = out.add_stream("libx264", rate=fps)
-    stream.width = stream.height = size
-    stream.pix_fmt = "yuv420p"
-    row = (np.arange(size, dtype=np.uint16) * 4 % 256).astype(np.uint8)
-    for i in range(seconds * fps):
-        frame = np.broadcast_to((row + np.uint8(i % 200))[None, :, None], (size, size, 3)).copy()
-        for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-            out.mux(packet)
-    for packet in stream.encode():
-        out.mux(packet)
-    out.close()
-    return path
-
-
 def measure(clip) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, str(clip)], capture_output=True, text=True, check=True)
     status, frames, seconds, loaded, anon, hwm = out.stdout.split()
@@ -69,8 +52,8 @@ def show(name: str, m: dict):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        short = measure(faceless(Path(tmp) / "60s.mp4", 60))
-        long = measure(faceless(Path(tmp) / "600s.mp4", 600))
+        short = measure(silent_gradient(Path(tmp) / "60s.mp4", 60))
+        long = measure(silent_gradient(Path(tmp) / "600s.mp4", 600))
     head = measure(kit(n_clips=1, duration_s=60.0, size=512).videos("gt")[0])
     show("60 s 64x64 faceless", short)
     show("600 s 64x64 faceless", long)

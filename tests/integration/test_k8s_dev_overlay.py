@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from scripts import images
-from tests.support.k8s_support import containers_of, env_of, render, workspace
+from tests.support.k8s_support import containers_of, env_of, quantity, render, workspace
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.security import ClientSecurity, client_channel
@@ -27,12 +27,6 @@ from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 FS_GROUP_MODE = 0o440  # what the kubelet makes of a Secret volume's defaultMode under fsGroup
-
-
-def quantity(text: str) -> float:
-    units = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "m": 1e-3}
-    match = re.fullmatch(r"([\d.]+)(Ki|Mi|Gi|m)?", str(text))
-    return float(match.group(1)) * units.get(match.group(2), 1)
 
 
 def unhashed(name: str) -> str:

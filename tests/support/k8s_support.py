@@ -4,6 +4,7 @@ the repository's k8s/ and monitoring/ with freshly made TLS material and tokens,
 resources' schemas from k8s/crds/."""
 import gzip
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,19 @@ def containers_of(obj: dict) -> list[tuple[str, dict, dict]]:
     """(where, pod spec, container) of every container and init container of a workload."""
     return [(f"{where}/{c['name']}", t["spec"], c) for where, t in pod_templates(obj)
             for c in t["spec"].get("initContainers", []) + t["spec"]["containers"]]
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes quantity ("1536Mi", "2", "500m") as a number."""
+    units = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "m": 1e-3}
+    match = re.fullmatch(r"([\d.]+)(Ki|Mi|Gi|m)?", str(text))
+    return float(match.group(1)) * units.get(match.group(2), 1)
+
+
+def memory_limits(objects: list[dict]) -> dict[str, int]:
+    """{Deployment: bytes} of each Deployment's first container's memory limit."""
+    return {o["metadata"]["name"]: int(quantity(o["spec"]["template"]["spec"]["containers"][0]["resources"]
+                                                ["limits"]["memory"])) for o in objects if o["kind"] == "Deployment"}
 
 
 def selects(selector: dict, labels: dict) -> bool:

@@ -148,10 +148,13 @@ OPTIONS = (
            services=("evaluator",), valid=POSITIVE),
     Option("retries", "THEVAL_RETRIES", "retries of a call that found its service UNAVAILABLE (default 3)",
            int, 3, services=("evaluator",), valid=NOT_NEGATIVE),
-    Option("memory_budget_mb", "THEVAL_MEMORY_BUDGET_MB", "memory for the videos being scored at once: each "
-           "reserves what its header says it takes, before any service is called, and waits while others hold it "
-           "(default 0: half the memory the process may use, its cgroup's limit or the machine's)", int, 0,
-           services=("evaluator",), valid=NOT_NEGATIVE),
+    Option("memory_budget_mb", "THEVAL_MEMORY_BUDGET_MB", "memory for the calls served at once: each reserves "
+           "what its video's header says it takes before the work starts, and waits while others hold it "
+           "(default 0: the evaluator, half of --memory-limit-mb; a leaf, 85 percent of it less what its loaded models "
+           "hold)", int, 0, valid=NOT_NEGATIVE),
+    Option("memory_limit_mb", "THEVAL_MEMORY_LIMIT_MB", "memory the process may use, that the default "
+           "--memory-budget-mb is sized from (default 0: its cgroup's limit, else the machine's memory)", int, 0,
+           valid=NOT_NEGATIVE),
     Option("concurrency", "THEVAL_CONCURRENCY",
            "videos of one EvaluateStream or CreateReference scored at once (default 2)", int, 2,
            services=("evaluator",), valid=AT_LEAST_1),
@@ -200,7 +203,8 @@ class Config:
     dependencies: dict = field(default_factory=dict)  # service name -> HOST:PORT
     call_timeout_s: float = 600.0
     retries: int = 3
-    memory_budget_mb: int = 0  # 0: rpc.memory_budget.default_budget()
+    memory_budget_mb: int = 0  # 0: rpc.memory_budget.default_budget() / leaf_budget()
+    memory_limit_mb: int = 0  # 0: rpc.memory_budget.memory_limit()
     concurrency: int = 2
     job_workers: int = 2
     max_job_workers: int = 4

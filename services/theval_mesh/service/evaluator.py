@@ -291,7 +291,7 @@ def register(config: Config):
     register_jobs(jobs.store, per_job=False)  # jobs by state on /metrics, no job ids
     clients = MeshClients(config.dependencies, config.call_timeout_s, config.retries, config.max_message_bytes,
                           threads=4 * config.workers, security=config.client_security(),
-                          memory=MemoryBudget(config.memory_budget_mb * MIB or default_budget()))
+                          memory=MemoryBudget(config.memory_budget_mb * MIB or default_budget(config.memory_limit_mb * MIB)))
 
     def on_change(name, up):
         telemetry.DEPENDENCY_UP.labels(name).set(1 if up else 0)

@@ -9,7 +9,9 @@ from theval_mesh.core.stages import analyse_audio
 from theval_mesh.pure.errors import ServiceError, UserError
 from theval_mesh.pure.metrics.profiles import PROFILES, REFERENCE
 from theval_mesh.rpc import telemetry, wire
+from theval_mesh.rpc.memory_budget import analyse_bytes
 from theval_mesh.rpc.servicers.common import (
+    LeafMemory,
     opened_video,
     request_limit,
     servicer_service,
@@ -27,6 +29,7 @@ class AudioServicer(audio_pb2_grpc.AudioServiceServicer):
         self.config = config
         self.backend = None
         self.triton = triton_client(config)
+        self.memory = LeafMemory(config)
 
     def load(self):
         if self.triton is None:
@@ -57,6 +60,7 @@ class AudioServicer(audio_pb2_grpc.AudioServiceServicer):
                 raise UserError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
             reader = MediaReader(path, self.config.limits, reference_audio=profile == REFERENCE)
             has_audio = reader.info.has_audio
+            self.memory.reserve(analyse_bytes(reader.info, self.config.run), path, context)
             cancelled = liveness.of_call(context)
             audio = reader.read_audio(cancelled)
             with telemetry.timed(telemetry.INFERENCE.labels("audio", "silero-vad")):

@@ -4,11 +4,13 @@ import math
 import time
 from contextlib import contextmanager
 
+from theval_mesh.backends import liveness
 from theval_mesh.backends.media.sources import BYTES_LABEL, local_video
 from theval_mesh.pure.errors import ServiceError, UserError, VideoError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import wire
 from theval_mesh.rpc.config import MIB, Config
+from theval_mesh.rpc.memory_budget import ROW_BYTES, MemoryBudget, leaf_budget, release_freed
 from theval_mesh.rpc.server import Service
 
 log = logging.getLogger("theval.triton")
@@ -43,7 +45,6 @@ def run_settings(message, config: Config, default: RunSettings | None = None) ->
 #   QualityRequest   video + 1,135,479 B = "single" 5,737 B/frame + "mouth_quality" 5,617 B/frame;
 #   TrackRequest     video + 134 B (100 silent frame numbers and the settings); AudioRequest video + 19 B.
 MAX_FPS = 60  # frame-rate bound: talking-head videos are 25-60 fps
-ROW_BYTES = 478 * 3 * 4  # one frame of refined FaceMesh points, float32 x, y, z
 INDEX_BYTES = 10  # one frame number, a varint of at most 10 bytes
 
 
@@ -58,13 +59,49 @@ def request_limit(config: Config, video: bool, series: int = 0, frame_lists: int
     return min((config.max_video_bytes if video else 0) + arrays + MIB, config.max_message_bytes)
 
 
+class LeafMemory:
+    """A leaf's memory budget (rpc.memory_budget): THEVAL_MEMORY_BUDGET_MB, else sized from the
+    process's memory once its models are loaded (until then, from what it holds at start)."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.budget = MemoryBudget(self._total(), owner=f"the {config.service} service")
+
+    def _total(self) -> int:
+        return self.config.memory_budget_mb * MIB or leaf_budget(self.config.memory_limit_mb * MIB)
+
+    def after(self, load):
+        """load(), then the budget sized from what the loaded models hold."""
+        def run():
+            if load:
+                load()
+            self.budget.resize(self._total())
+        return run
+
+    def reserve(self, nbytes: int, path: str, context):
+        """Reserve `nbytes` for this call (waiting within its deadline; refused when over the whole
+        budget), released once the call has ended: its response sent, not merely returned."""
+        left = context.time_remaining()
+        deadline = time.monotonic() + (left if left is not None else math.inf)
+        reservation = self.budget.reserve(nbytes, path, deadline, liveness.of_call(context))
+
+        def ended():
+            release_freed()  # what the call freed goes back to the system, not to glibc's arenas
+            reservation.release()
+        context.add_callback(ended)
+        return reservation
+
+
 def servicer_service(servicer, add_to_server, service_name: str, load=None, readiness=None,
                      receive_limit: int | None = None) -> Service:
-    """A Service that adds one servicer to a gRPC server (the generated add_*_to_server)."""
+    """A Service that adds one servicer to a gRPC server (the generated add_*_to_server). A
+    servicer with a `memory` (LeafMemory) gets it sized once its models are loaded."""
     def add(server):
         add_to_server(servicer, server)
         return [service_name]
-    return Service(add, load=load, readiness=readiness, receive_limit=receive_limit)
+    memory = getattr(servicer, "memory", None)
+    return Service(add, load=memory.after(load) if memory else load, readiness=readiness,
+                   receive_limit=receive_limit)
 
 
 def triton_client(config: Config):

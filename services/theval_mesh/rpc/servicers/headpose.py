@@ -16,7 +16,9 @@ from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.frame_pass import run_headpose_pass
 from theval_mesh.pure.errors import NotServed, UserError, WeightsMissing
 from theval_mesh.rpc import telemetry, wire
+from theval_mesh.rpc.memory_budget import estimate_bytes, estimate_video_bytes
 from theval_mesh.rpc.servicers.common import (
+    LeafMemory,
     opened_video,
     request_limit,
     run_settings,
@@ -40,6 +42,7 @@ class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
         self.triton = None  # the Triton connection, made only for FaceXFormer (a rigid fit needs none)
         self.facexformer = None  # FaceXFormerHeadPose once loaded; None: the rigid fit only
         self.notice = ""
+        self.memory = LeafMemory(config)
 
     def load(self):
         """FaceXFormer and its detector before SERVING when the configured mode resolves to it;
@@ -95,6 +98,7 @@ class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
             points = wire.points_from_proto(request, "points", request.num_points)
         except ValueError as err:
             raise UserError(f"points: {err}") from None
+        self.memory.reserve(estimate_bytes(len(points)), "the landmarks sent", context)
         with telemetry.timed(telemetry.INFERENCE.labels("headpose", BACKEND)):
             try:
                 pose = estimate(points, request.width, request.height, liveness.of_call(context))
@@ -112,6 +116,7 @@ class HeadPoseServicer(headpose_pb2_grpc.HeadPoseServiceServicer):
         backend = self.estimator(facexformer.NAME)  # auto asks this service for what it serves: FaceXFormer here
         with opened_video(request.video, self.config) as path:
             reader = MediaReader(path, settings.limits)  # the service's size limits apply while decoding
+            self.memory.reserve(estimate_video_bytes(reader.info), path, context)
             with telemetry.timed(telemetry.INFERENCE.labels("headpose", facexformer.NAME)):
                 series = run_headpose_pass(reader, settings, backend, on_frames=telemetry.FRAMES.labels("headpose").inc,
                                            cancelled=liveness.of_call(context))

@@ -13,7 +13,9 @@ from theval_mesh.core.frame_pass import run_quality_pass
 from theval_mesh.pure.errors import UserError
 from theval_mesh.pure.metrics.registry import FACE_QUALITY, GLOBAL_AESTHETIC, MOUTH_QUALITY, QUALITY, in_group
 from theval_mesh.rpc import telemetry, wire
+from theval_mesh.rpc.memory_budget import score_bytes
 from theval_mesh.rpc.servicers.common import (
+    LeafMemory,
     opened_video,
     request_limit,
     run_settings,
@@ -73,6 +75,7 @@ class QualityServicer(quality_pb2_grpc.QualityServiceServicer):
             from theval_mesh.rpc.triton.client import TritonModels
             self.models = TritonModels(self.triton)
         self._triton_up = True
+        self.memory = LeafMemory(config)
 
     def backend(self, mode: str, profile: str) -> QualityBackend:
         """Built (and its models loaded) once per mode and profile. WeightsMissing when the
@@ -124,6 +127,7 @@ class QualityServicer(quality_pb2_grpc.QualityServiceServicer):
             raise UserError("landmarks: the \"single\" pass is required (its points place the crops)")
         with opened_video(request.video, self.config) as path:
             reader = MediaReader(path, settings.limits)
+            self.memory.reserve(score_bytes(reader.info, settings, len(landmarks)), path, context)
             series = run_quality_pass(reader, settings, _Timed(backend), landmarks,
                                       on_frames=telemetry.FRAMES.labels("quality").inc,
                                       cancelled=liveness.of_call(context))
