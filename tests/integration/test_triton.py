@@ -362,6 +362,40 @@ def test_triton_beyond_loopback_needs_mutual_tls_and_serves_its_callers_only(fak
             unload = channel.unary_unary("/inference.GRPCInferenceService/RepositoryModelUnload")
             assert _code_of(lambda: unload(b"", timeout=10))[0] == grpc.StatusCode.UNIMPLEMENTED
         assert server.live() and server.http_url.startswith("http://127.0.0.1:")  # HTTP stays on loopback
+        _front_alone_serves_its_callers_only(server, tls, holder, tmp_path)
     finally:
         server.close()
     assert server.front is None
+
+
+def _front_alone_serves_its_callers_only(server, tls, holder, tmp_path):
+    """`theval triton front` (the GPU overlay's sidecar of NVIDIA's tritonserver) in front of the
+    same tritonserver: the same caller check; a backend beyond loopback is refused."""
+    import subprocess
+    import sys
+    import time
+
+    from theval_mesh.rpc.launcher import free_port
+    cli = [sys.executable, "-m", "theval_mesh", "triton", "front", "--tls-cert", tls[0], "--tls-key", tls[1],
+           "--tls-client-ca", tls[2]]
+    refused = subprocess.run(cli + ["--backend", "10.0.0.1:8011"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "on loopback" in refused.stderr, refused.stderr
+    port = free_port()
+    front = subprocess.Popen(cli + ["--port", str(port), "--backend", f"127.0.0.1:{server.ports['backend_grpc']}"],
+                             stdout=open(tmp_path / "front.log", "w"), stderr=subprocess.STDOUT)
+    try:
+        end = time.monotonic() + 60
+        with TritonClient(f"127.0.0.1:{port}", holder("audio")) as client:
+            while True:
+                try:
+                    assert client.states()["silero_vad"][0] == "READY"
+                    break
+                except ServiceError as err:
+                    assert err.code == "UNAVAILABLE" and time.monotonic() < end, err
+                    time.sleep(0.2)
+        with TritonClient(f"127.0.0.1:{port}", holder("evaluator")) as client, pytest.raises(ServiceError) as err:
+            client.states()
+        assert "certificate names 'evaluator'" in str(err.value)
+    finally:
+        front.terminate()
+        assert front.wait(30) == 0

@@ -322,6 +322,13 @@ def test_probes_ask_ports_that_serve_health(rendered):
                     argv = " ".join(c.get("command", []) + c.get("args", []))
                     port = re.search(r"--http-port[= ](\d+)", argv).group(1)
                     assert env["THEVAL_TRITON_HTTP_PORT"] == port, where
+                elif mode == ["--front"]:  # Triton's front: its grpc port, and the pod's Triton behind it
+                    assert c["command"][:3] == ["theval", "triton", "front"], where
+                    assert int(env["THEVAL_TRITON_GRPC_PORT"]) == next(
+                        p["containerPort"] for p in c["ports"] if p["name"] == "grpc"), where
+                    triton = next(t for t in spec["containers"] if t["name"] == "triton")
+                    port = re.search(r"--http-port[= ](\d+)", " ".join(triton.get("command", []) + triton.get("args", [])))
+                    assert env["THEVAL_TRITON_HTTP_PORT"] == port.group(1), where
                 else:
                     assert obj["kind"] == "RayCluster", where
             assert c["readinessProbe"]["exec"]["command"][3:] != ["--live"], f"{where}: readiness is SERVING"
@@ -458,6 +465,28 @@ def test_the_gpu_overlay_gives_quality_and_headpose_a_gpu_of_their_own(rendered)
             if env_of(c, rendered[overlay]).get("THEVAL_DEVICE", "auto").startswith("cuda"):
                 assert gpus(c).get("limits") == "1" and GPU_TOLERATION in spec.get("tolerations", []), (overlay, where)
     assert holders == {("gpu", "triton/triton"), ("gpu", "quality/quality"), ("gpu", "headpose/headpose")}
+
+
+def test_tritons_grpc_beyond_its_pod_is_its_front_in_every_overlay(rendered):
+    """Triton's own TLS admits any certificate of the CA: the port the mesh dials is the front's
+    (rpc.triton.front, the caller check). The dev overlay's `theval triton up` runs the front
+    itself; the GPU overlay runs NVIDIA's tritonserver with gRPC on the pod's loopback and
+    `theval triton front` beside it, on the port the Service names."""
+    for overlay in ("dev", "gpu"):
+        objs = rendered[overlay]
+        deployment = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "triton")
+        containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+        serving = [c for c in containers.values() if any(p["name"] == "grpc" for p in c.get("ports", []))]
+        assert len(serving) == 1, overlay
+        argv = " ".join(serving[0].get("command", []) + serving[0].get("args", []))
+        assert argv.startswith(("theval triton up", "theval triton front")), (overlay, argv)
+        assert env_of(serving[0], objs)["THEVAL_TLS_CLIENT_CA"], overlay
+        if overlay == "gpu":
+            server = " ".join(containers["triton"]["args"])
+            assert "--grpc-address=127.0.0.1" in server and "--http-address=127.0.0.1" in server
+            assert "ssl" not in server  # plaintext, on the pod's loopback only
+            backend = re.search(r"--grpc-port=(\d+)", server).group(1)
+            assert serving[0]["command"][-2:] == ["--backend", f"127.0.0.1:{backend}"]
 
 
 def test_the_gpu_overlays_headpose_serves_facexformer_in_process_from_the_weights_store(rendered):

@@ -30,16 +30,7 @@ def register(sub):
         env = f"THEVAL_TRITON_{name.upper()}_PORT"  # also what the triton image's health check reads
         up.add_argument(f"--{name}-port", type=int, default=int(os.environ.get(env) or port), metavar="PORT",
                         help=f"{name} port (default {port}; 0: any free port) [env {env}]")
-    for flag, env, text in (("--tls-cert", "THEVAL_TLS_CERT", "PEM certificate of this server: gRPC over TLS"),
-                            ("--tls-key", "THEVAL_TLS_KEY", "PEM private key of --tls-cert"),
-                            ("--tls-client-ca", "THEVAL_TLS_CLIENT_CA",
-                             "PEM CA certificate: callers must present a certificate it signed (mutual TLS)")):
-        up.add_argument(flag, default=os.environ.get(env) or None, metavar="FILE",
-                        help=f"{text}; required with a --host beyond loopback [env {env}]")
-    up.add_argument("--allowed-callers", default=os.environ.get("THEVAL_ALLOWED_CALLERS") or ",".join(TRITON_CALLERS),
-                    metavar="NAMES", help="with TLS, the certificate names (common names) that may call, separated by "
-                    f"commas (default {','.join(TRITON_CALLERS)}: the services whose models run on Triton) "
-                    "[env THEVAL_ALLOWED_CALLERS]")
+    _access_options(up, "required with a --host beyond loopback")
     up.add_argument("--model", action="append", default=None, metavar="NAME",
                     help="load only this model (repeatable; default: every model of the repository)")
     up.add_argument("--config-name", default=None, metavar="NAME",
@@ -47,6 +38,32 @@ def register(sub):
     up.add_argument("--log", default=None, metavar="FILE",
                     help="Triton's own log (default: a file in the temp folder, printed at start)")
     up.set_defaults(func=run)
+    front = actions.add_parser(
+        "front", help="serve a Triton that runs elsewhere in the pod (on loopback) to the mesh, behind the caller check",
+        description="Triton's front alone: mutual TLS, only the --allowed-callers' certificates, each call forwarded "
+                    "to the plaintext tritonserver at --backend. `theval triton up` with TLS runs it itself; a "
+                    "deployment that runs tritonserver directly (NVIDIA's GPU image) runs it beside it.")
+    front.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    front.add_argument("--port", type=int, default=int(os.environ.get("THEVAL_TRITON_GRPC_PORT") or DEFAULT_PORTS["grpc"]),
+                       metavar="PORT", help=f"gRPC port (default {DEFAULT_PORTS['grpc']}) [env THEVAL_TRITON_GRPC_PORT]")
+    front.add_argument("--backend", required=True, metavar="HOST:PORT",
+                       help="tritonserver's plaintext gRPC address, on loopback (e.g. 127.0.0.1:8011)")
+    _access_options(front, "required")
+    front.set_defaults(func=run_front)
+
+
+def _access_options(parser, when: str):
+    """Mutual TLS and the certificate names that may call."""
+    for flag, env, text in (("--tls-cert", "THEVAL_TLS_CERT", "PEM certificate of this server: gRPC over TLS"),
+                            ("--tls-key", "THEVAL_TLS_KEY", "PEM private key of --tls-cert"),
+                            ("--tls-client-ca", "THEVAL_TLS_CLIENT_CA",
+                             "PEM CA certificate: callers must present a certificate it signed (mutual TLS)")):
+        parser.add_argument(flag, default=os.environ.get(env) or None, metavar="FILE",
+                            help=f"{text}; {when} [env {env}]")
+    parser.add_argument("--allowed-callers", default=os.environ.get("THEVAL_ALLOWED_CALLERS") or ",".join(TRITON_CALLERS),
+                        metavar="NAMES", help="with TLS, the certificate names (common names) that may call, separated "
+                        f"by commas (default {','.join(TRITON_CALLERS)}: the services whose models run on Triton) "
+                        "[env THEVAL_ALLOWED_CALLERS]")
 
 
 def _open_log(args, log_path: Path):
@@ -88,6 +105,39 @@ def _tls(args):
         if not Path(path).is_file():
             raise UserError(f"{path}: no such file")
     return given if all(given) else None
+
+
+def run_front(args) -> int:
+    """Triton's front until SIGTERM or Ctrl-C."""
+    from theval_mesh.rpc.triton.front import TritonFront
+    tls = _tls(args)
+    if tls is None:
+        raise UserError("theval triton front: give --tls-cert, --tls-key and --tls-client-ca (the front is mutual TLS)")
+    host = check_backend(args.backend)
+    try:
+        front = TritonFront(f"{args.host}:{args.port}", tls, _callers(args.allowed_callers), args.backend)
+    except RuntimeError as err:
+        raise UserError(str(err)) from None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"Triton's front: {args.host}:{args.port} (mutual TLS, callers {args.allowed_callers}) -> {host}",
+          flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    front.close()
+    return 0
+
+
+def check_backend(address: str) -> str:
+    """--backend: on loopback, where plaintext cannot leave the machine (or the pod)."""
+    host, _, port = address.rpartition(":")
+    if host not in ("127.0.0.1", "localhost", "[::1]") or not port.isdigit():
+        raise UserError(f"--backend {address}: give tritonserver's address on loopback, e.g. 127.0.0.1:8011 "
+                        "(its gRPC is plaintext behind the front)")
+    return address
 
 
 def print_states(server, stream=sys.stdout):

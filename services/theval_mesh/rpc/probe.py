@@ -10,8 +10,11 @@ whose dependency is down is NOT_SERVING, not dead, and must not be restarted for
 `--ray`: a Ray node's raylet, through its dashboard agent (what KubeRay's own probes ask, with
 Python instead of wget, which the images do not have).
 `--triton`: Triton's own readiness (HTTP /v2/health/ready on THEVAL_TRITON_HTTP_PORT, default 8000).
+`--front`: Triton's front (`theval triton front`) accepts connections on THEVAL_TRITON_GRPC_PORT
+(default 8001), and the Triton behind it is ready (`--triton`).
 """
 import os
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -55,6 +58,16 @@ def check_triton(environ=None, timeout: float = 3.0) -> str:
     return _http_ok(f"http://127.0.0.1:{env.get('THEVAL_TRITON_HTTP_PORT') or 8000}/v2/health/ready", timeout)
 
 
+def check_front(environ=None, timeout: float = 3.0) -> str:
+    env = os.environ if environ is None else environ
+    port = int(env.get("THEVAL_TRITON_GRPC_PORT") or 8001)
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout).close()
+    except OSError as err:
+        return f"127.0.0.1:{port}: {err}"
+    return check_triton(env, timeout)
+
+
 def check_ray(environ=None, timeout: float = 3.0) -> str:
     env = os.environ if environ is None else environ
     port = env.get("RAY_DASHBOARD_AGENT_LISTEN_PORT") or 52365  # Ray's default
@@ -62,15 +75,16 @@ def check_ray(environ=None, timeout: float = 3.0) -> str:
 
 
 ANSWERS = set(health_pb2.HealthCheckResponse.ServingStatus.keys())
-MODES = ([], ["--live"], ["--triton"], ["--ray"])
+MODES = ([], ["--live"], ["--triton"], ["--front"], ["--ray"])
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv not in MODES:
-        print("usage: python -m theval_mesh.rpc.probe [--live | --triton | --ray]", file=sys.stderr)
+        print("usage: python -m theval_mesh.rpc.probe [--live | --triton | --front | --ray]", file=sys.stderr)
         return 2
-    status = check_triton() if argv == ["--triton"] else check_ray() if argv == ["--ray"] else check()
+    checks = {"--triton": check_triton, "--front": check_front, "--ray": check_ray}
+    status = checks[argv[0]]() if argv else check()
     print(status)
     return 0 if status == "SERVING" or (argv == ["--live"] and status in ANSWERS) else 1
 
