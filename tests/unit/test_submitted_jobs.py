@@ -178,3 +178,17 @@ def test_a_job_is_resumed_only_when_no_driver_runs_it(jobs):
     jobs._check_slots(replacing=running.id)
     with pytest.raises(Overloaded):
         jobs._check_slots()
+
+
+def test_drivers_that_outlived_an_evaluators_restart_hold_their_slots(jobs):
+    """A restarted evaluator has no handle on the drivers its earlier run started; they go on, on
+    this host, and --max-jobs counts them from the store (their claim names host and pid)."""
+    job = a_job(jobs)
+    jobs.store.claim(job.id)  # as its driver does: here, this live process on this host
+    assert jobs._drivers == {}
+    jobs.max_jobs = 1
+    with pytest.raises(Overloaded, match="1 jobs are running, this evaluator's limit"):
+        jobs._check_slots()
+    jobs._check_slots(replacing=job.id)
+    jobs.store.finish(job.id, "done")
+    jobs._check_slots()  # its driver is done: the slot is free

@@ -25,7 +25,7 @@ from theval_mesh.pure.settings import RunSettings
 from theval_mesh.pure.user_names import check_name
 from theval_mesh.rpc.security import ClientSecurity, Tokens, is_wildcard, job_identity, job_of, token_digest
 from theval_mesh.rpc.v1 import evaluator_pb2
-from theval_mesh.stores.job_store import FINISHED, Job, JobSpec, SqlJobStore
+from theval_mesh.stores.job_store import FINISHED, Job, JobSpec, SqlJobStore, driven_here
 
 log = logging.getLogger("theval.jobs")
 STREAM_POLL_S = 0.5
@@ -150,8 +150,11 @@ class SubmittedJobs:
         log.info("%s %s: %d workers, driver pid %d (log %s)", job_id, how, workers, driver.pid, log_file)
 
     def _check_slots(self, replacing: str | None = None):
-        """Refuse a job over --max-jobs; `replacing`: a job whose (exited) driver a new one replaces."""
-        running = sum(1 for job_id in self._drivers if job_id != replacing)
+        """Refuse a job over --max-jobs; `replacing`: a job whose (exited) driver a new one replaces.
+        Counted: this evaluator's drivers, and the live drivers on this host that the store names
+        (those an earlier run of this evaluator started: they ride through its restart)."""
+        here = {job.id for job in self.store.jobs() if driven_here(job)}
+        running = len((set(self._drivers) | here) - {replacing})
         if running >= self.max_jobs:
             raise Overloaded(f"{running} jobs are running, this evaluator's limit (--max-jobs): "
                              "submit again when one finishes")

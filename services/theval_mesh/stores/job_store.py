@@ -142,6 +142,12 @@ def _driver_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid()) or ''}"
 
 
+def driven_here(job: "Job") -> bool:
+    """Whether a live driver on this host runs the job (e.g. one an evaluator started before it
+    restarted: the driver outlives it)."""
+    return job.state == "running" and (job.driver or "").partition(":")[0] == socket.gethostname()
+
+
 def _driver_alive(driver: str | None, heartbeat: float | None) -> bool:
     if not driver or heartbeat is None or time.time() - heartbeat > STALE_S:
         return False
