@@ -241,7 +241,7 @@ def test_a_cancel_stops_an_embedded_video_between_two_frames(store, tmp_path, mo
     job_id = store.create(spec, [Item("GT", video)]).id
     decoded = []
 
-    def on_frames(n):
+    def on_frames(n, total=None):
         if not decoded:
             store.request_cancel(job_id)
             time.sleep(6 * pipeline.HEARTBEAT_S)
@@ -369,3 +369,15 @@ def test_a_submitted_jobs_error_names_no_server_address_and_the_log_has_it(store
     assert shown == "the job could not run on the evaluator's side; the evaluator's log has the details"
     logged = [r.getMessage() for r in caplog.records if error_id.rstrip(")") in r.getMessage()]
     assert len(logged) == 1 and address in logged[0]
+
+
+def test_an_embedded_video_announces_its_frames_before_the_first(store, tmp_path):
+    """The frames bar gets its total: the video's frame count comes (n=0) before its frames."""
+    video = str(write_video(tmp_path / "clip.mp4", gradient(30, 64, 64), audio=tone(1.2)))
+    spec = JobSpec(inputs=[["GT", str(tmp_path)]], settings=SETTINGS, workers=1)
+    job_id = store.create(spec, [Item("GT", video)]).id
+    calls = []
+    job = run_inline(store, job_id, on_frames=lambda n, total=None: calls.append((n, total)))
+    assert job.state == "done"
+    assert calls[0] == (0, 30)
+    assert [t for _, t in calls[1:]] == [None] * (len(calls) - 1) and sum(n for n, _ in calls) == 30

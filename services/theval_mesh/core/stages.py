@@ -132,6 +132,8 @@ def _compose(video: VideoStages, s: RunSettings, result: VideoResult, on_frames)
         # before the landmark pass.
         silent = silent_frames(audio.result().silence_speech or [], info.fps, info.header_frames)
         clock.lap("audio")
+    if on_frames:
+        on_frames(0, total=info.header_frames or None)  # a frames bar's total, before the first frame
     series = video.landmarks(silent, on_frames)
     clock.lap("landmarks")
     single = series.landmarks["single"]

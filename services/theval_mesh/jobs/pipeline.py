@@ -335,8 +335,9 @@ def _run(loop: _Loop, body):
 
 
 def run_inline(store: JobStore, job_id: str, on_result=None, on_frames=None, checked: bool = False):
-    """Score the job's pending videos one at a time in this process; on_frames(n) as they are
-    decoded (a long video's progress); checked: as _Loop's."""
+    """Score the job's pending videos one at a time in this process; on_frames(n, total=None) as
+    they are decoded (a long video's progress; total: its frames, announced with n=0 as its pass
+    starts); checked: as _Loop's."""
     scorers = []  # made at the first video to score: none when every video is cached
 
     def scorer() -> ScoringWorker:

@@ -66,7 +66,10 @@ class Progress:
             print(f"videos {self.done}/{self.total}: {state} [{result.model}] {result.video}", file=sys.stderr,
                   flush=True)
 
-    def frame(self, n: int):
+    def frame(self, n: int, total: int | None = None):
+        """n frames decoded; total: the video's frames, given as its pass starts."""
+        if total is not None:
+            self.frames.reset(total=total)
         self.frames.update(n)
 
     def close(self):
