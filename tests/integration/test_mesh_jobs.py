@@ -58,6 +58,34 @@ def test_a_cancelled_job_stops_and_keeps_what_it_committed(mesh, videos):
     assert final.state == "cancelled" and 2 <= final.done < 60 and final.remaining == 60 - final.done
 
 
+def test_a_jobs_gt_held_by_the_callers_reference_set_is_not_scored_again(mesh, videos):
+    """A reference set scored these GT files (same bytes, settings, backends): a job on them
+    scores only the model's videos; the landmarks service decodes the model's frames alone."""
+    from tests.support.mesh_support import sample
+    from theval_mesh.backends.media.decode import MediaReader
+    from theval_mesh.rpc.v1 import common_pb2
+    kit = generate_kit(videos / "kit-ref", seed=4, n_clips=2, duration_s=1.5, size=96, variants=())
+    for folder in ("ref-gt", "ref-model"):
+        (videos / folder).mkdir()
+        for i, clip in enumerate(kit.videos()):
+            os.link(clip, videos / folder / f"v{i}.mp4")
+    mesh.evaluator.CreateReference(evaluator_pb2.CreateReferenceRequest(
+        name="ref", videos=[common_pb2.VideoRef(uri=str(videos / "ref-gt"))]), timeout=300)
+    landmarks = mesh.procs["landmarks"].metrics_url
+
+    def decoded():
+        return sample(scrape(landmarks), "theval_frames_processed_total", service="landmarks")
+    before = decoded()
+    job = mesh.evaluator.SubmitJob(evaluator_pb2.SubmitJobRequest(
+        gt=str(videos / "ref-gt"), models=[evaluator_pb2.ModelVideos(name="m", path=str(videos / "ref-model"))]),
+        timeout=120)
+    assert job.total == 4 and job.done == 2  # the GT's two, committed before the driver started
+    final = list(mesh.evaluator.StreamJob(evaluator_pb2.JobRequest(id=job.id), timeout=600))[-1]
+    assert (final.state, final.done, final.failed) == ("done", 4, 0), final
+    model_frames = sum(MediaReader(str(p)).info.header_frames for p in (videos / "ref-model").iterdir())
+    assert decoded() - before == model_frames  # the model's frames only
+
+
 def test_job_requests_outside_the_rules_get_their_status(mesh, tmp_path):
     def code(call):
         try:

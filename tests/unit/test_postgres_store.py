@@ -12,6 +12,7 @@ from theval_mesh.pure.errors import NotFound, UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.stores.job_store import MIGRATIONS as JOB_MIGRATIONS
 from theval_mesh.stores.job_store import JobSpec, SqlJobStore
+from theval_mesh.stores.reference_store import MIGRATIONS as REFERENCE_MIGRATIONS
 from theval_mesh.stores.reference_store import Reference, ReferenceStore
 
 SETTINGS = RunSettings(quality="proxy").key()
@@ -86,7 +87,7 @@ def test_a_new_database_opened_by_several_processes_at_once_is_set_up_once(url):
         p.join(60)
         assert p.exitcode == 0
     store = SqlJobStore(url)
-    assert dict(store._sql.rows("SELECT name, version FROM schema_versions")) == {"jobs": len(JOB_MIGRATIONS), "references": 4}
+    assert dict(store._sql.rows("SELECT name, version FROM schema_versions")) == {"jobs": len(JOB_MIGRATIONS), "references": len(REFERENCE_MIGRATIONS)}
     store.close()
 
 

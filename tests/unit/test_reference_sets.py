@@ -294,3 +294,19 @@ def test_replacing_a_set_forgets_the_models_scored_against_the_old_one(sets):
     a_set(sets, values={"a.mp4": 4.0, "b.mp4": 4.0})
     assert [r.model for r in sets.leaderboard("alice", "gt").rows] == ["gt"]
     assert sets.get("alice", "gt").raw["Lip sync"] == 4.0
+
+
+def test_a_jobs_gt_takes_the_results_a_set_holds_for_the_same_bytes_settings_and_backends(sets, roots):
+    from theval_mesh.backends.checksum import sha256_file
+    a, b = touch(roots / "gt" / "a.mp4"), touch(roots / "gt" / "b.mp4")
+    b.write_bytes(b"y")
+    videos = [GtVideo(str(p), i, str(p), str(p)) for i, p in enumerate((a, b))]
+    sets.create("gt", "alice", DEFAULT, videos, scorer("gt"), 2, {str(a): sha256_file(a), str(b): sha256_file(b)})
+    taken = sets.gt_results("alice", DEFAULT, PROVENANCE, "GT", [str(a), str(b)])
+    assert [(r.model, r.video, r.reused) for r in taken] == [("GT", str(a), True), ("GT", str(b), True)]
+    b.write_bytes(b"z")  # changed since: scored again
+    assert [r.video for r in sets.gt_results("alice", DEFAULT, PROVENANCE, "GT", [str(a), str(b)])] == [str(a)]
+    for owner, settings, provenance in (("bob", DEFAULT, PROVENANCE),  # another owner's sets are not the caller's
+                                        ("alice", RunSettings(quality="proxy", frame_stride=2), PROVENANCE),
+                                        ("alice", DEFAULT, PROVENANCE | {"landmarks": "mediapipe==0.10.22"})):
+        assert sets.gt_results(owner, settings, provenance, "GT", [str(a)]) == []

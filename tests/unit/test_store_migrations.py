@@ -15,6 +15,7 @@ from theval_mesh.stores.database import open_database
 from theval_mesh.stores.job_store import MIGRATIONS as JOB_MIGRATIONS
 from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 from theval_mesh.stores.reference_store import MIGRATIONS, Reference, ReferenceStore
+from theval_mesh.stores.reference_store import MIGRATIONS as REFERENCE_MIGRATIONS
 from theval_mesh.stores.sqlite import SqliteDatabase as Database
 
 SETTINGS = RunSettings(quality="proxy").key()
@@ -104,7 +105,7 @@ def test_an_old_store_opens_migrates_and_keeps_its_rows(tmp_path, owners):
     # bob's model against alice's set: a row of her set now, on her leaderboard
     assert [(r.model, r.metrics["lip_sync"]) for r in refs.scored(owner, "gt")] == [("m", 0.5)]
     assert refs.scored("bob", "gt") == [] and refs.get("bob", "gt") is None
-    assert versions(path) == {"jobs": len(JOB_MIGRATIONS), "references": 4, "user_version": 1}
+    assert versions(path) == {"jobs": len(JOB_MIGRATIONS), "references": len(REFERENCE_MIGRATIONS), "user_version": 1}
     # ... and goes on working: new rows beside the old ones
     new = jobs.create(JobSpec(inputs=[["m", "/v/m"]], settings=SETTINGS), [Item("m", "/v/m/a.mp4")])
     assert jobs.commit(new.id, result("m", "/v/m/a.mp4")) and jobs.get(new.id).done == 1
@@ -116,7 +117,7 @@ def test_an_old_store_opens_migrates_and_keeps_its_rows(tmp_path, owners):
     jobs.close()
     refs.close()
     again = ReferenceStore(path)  # migrated once: reopening changes nothing
-    assert again.get(owner, "gt").owner == owner and versions(path)["references"] == 4
+    assert again.get(owner, "gt").owner == owner and versions(path)["references"] == len(REFERENCE_MIGRATIONS)
     again.close()
 
 
@@ -155,7 +156,7 @@ def test_a_newer_schema_is_refused_per_schema(tmp_path):
     with sqlite3.connect(path) as db:
         db.execute("UPDATE schema_versions SET version = 99 WHERE name = 'references'")
     db.close()
-    with pytest.raises(UserError, match=r"references schema version 99, newer than this theval's 4: upgrade"):
+    with pytest.raises(UserError, match=rf"references schema version 99, newer than this theval's {len(REFERENCE_MIGRATIONS)}: upgrade"):
         ReferenceStore(path)
     SqlJobStore(path).close()  # the job store's own schema is not newer: it opens
     assert versions(path) == {"jobs": len(JOB_MIGRATIONS), "references": 99, "user_version": 1}
@@ -215,7 +216,7 @@ def test_an_old_store_opened_by_several_processes_at_once_migrates_once(tmp_path
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    assert versions(path) == {"jobs": len(JOB_MIGRATIONS), "references": 4, "user_version": 1}
+    assert versions(path) == {"jobs": len(JOB_MIGRATIONS), "references": len(REFERENCE_MIGRATIONS), "user_version": 1}
     refs = ReferenceStore(path)
     assert refs.get("", "gt").owner == "" and len(refs.scored("", "gt")) == 1
     refs.close()

@@ -7,6 +7,7 @@ import logging
 import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from theval_mesh.backends import liveness
 from theval_mesh.backends.checksum import sha256_file
@@ -184,14 +185,18 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         settings = self._settings(request, self.config.run)
         videos = self.sets.gt_videos([v.uri if v.WhichOneof("source") == "uri" else None for v in request.videos])
         deadline, cancelled = _deadline(context), liveness.of_call(context)
+        digests = {}  # a file's label -> the SHA-256 of its bytes as scored: a job's GT may reuse its result
 
         def score_one(video: GtVideo):
             ref = request.videos[video.given] if video.uri is None else common_pb2.VideoRef(uri=video.uri)
+            digest = sha256_file(video.local) if video.local and Path(video.local).is_file() else None
             outcome = self._score(ref, video.label, name, settings, deadline, cancelled)
+            if digest:
+                digests[video.label] = digest
             if on_scored is not None:
                 on_scored((video.label, len(videos)))
             return outcome
-        return self.sets.create(name, who, settings, videos, score_one, self.config.concurrency)
+        return self.sets.create(name, who, settings, videos, score_one, self.config.concurrency, digests)
 
     def _reader(self, context) -> tuple[str, bool]:
         """(the caller's identity, whether it is an admin)."""
@@ -222,7 +227,13 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
     def SubmitJob(self, request, context):
         owner = caller(self.config.tokens, context)
         inputs = self.jobs.inputs(request.gt_name, request.gt, [(m.name, m.path) for m in request.models])
-        return _job_proto(self.jobs.submit(inputs, self._settings(request, self.config.run), request.workers, owner))
+        settings, deadline = self._settings(request, self.config.run), _deadline(context)
+
+        def from_sets(gt: str, videos: list[str]) -> list:
+            """The GT videos' results that the caller's reference sets hold (same bytes, settings
+            and backends): not scored again."""
+            return self.sets.gt_results(owner, settings, self.clients.provenance(settings, deadline), gt, videos)
+        return _job_proto(self.jobs.submit(inputs, settings, request.workers, owner, from_sets))
 
     @rpc
     def GetJob(self, request, context):

@@ -15,11 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from theval_mesh.backends.checksum import sha256_file
 from theval_mesh.backends.media.sources import BYTES_LABEL, resolve_uri
 from theval_mesh.core import aggregate
 from theval_mesh.core.inputs import VIDEO_SUFFIXES, Item, videos_in
 from theval_mesh.core.preflight import check_gt, refuse_unnormalisable
 from theval_mesh.core.results import OK, VideoResult
+from theval_mesh.pure.cache_key import identity
 from theval_mesh.pure.errors import AccessDenied, AlreadyExists, NotFound, UserError, VideoError
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.scoring.errors import ScoringError
@@ -147,8 +149,23 @@ class ReferenceSets:
                             f"{', '.join(VIDEO_SUFFIXES)} files, under the allowed roots")
         return out
 
+    def gt_results(self, owner: str, settings: RunSettings, provenance: dict, gt: str,
+                   videos: list[str]) -> list[VideoResult]:
+        """The results of these GT videos (files) that `owner`'s reference sets hold: the same
+        bytes, scored OK with the same settings and backends. As `gt`'s (a job's GT name)."""
+        out, wanted = [], identity(provenance)
+        for video in videos:
+            digest = sha256_file(video)
+            for ref, result in self.store.gt_scored(owner, video, digest):
+                # the backends as the result cache compares them (pure.cache_key): not where they ran
+                if result.status == OK and ref.settings == settings.key() and identity(result.provenance) == wanted:
+                    result.model, result.reused = gt, True
+                    out.append(result)
+                    break
+        return out
+
     def create(self, name: str, who: str, settings: RunSettings, videos: list[GtVideo], score: GtScorer,
-               concurrency: int) -> Reference:
+               concurrency: int, digests: dict | None = None) -> Reference:
         """Scores the GT videos (`concurrency` at a time) and stores the set they make, replacing
         one of that name. Refused when no video scored, or when a metric is zero or NaN over all
         of them (nothing could be normalised by it)."""
@@ -174,7 +191,7 @@ class ReferenceSets:
         ref = Reference(name=name, settings=settings.key(), provenance=row.provenance, raw=row.values,
                         counts=row.counts, videos=len(results), scored=len(results) - len(failures),
                         failures=failures, owner=who)
-        self.store.put(ref, results)
+        self.store.put(ref, results, digests)
         log.info("reference set %r stored: %d videos scored, %d failed", name, ref.scored, len(failures))
         return ref
 

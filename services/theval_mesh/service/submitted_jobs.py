@@ -98,10 +98,13 @@ class SubmittedJobs:
         return [[gt_name, self._path("gt", gt)]] + [
             [check_name("model name", name), self._path(f"model {name!r}", path)] for name, path in models]
 
-    def submit(self, inputs: list[list[str]], settings: RunSettings, workers: int, owner: str) -> Job:
+    def submit(self, inputs: list[list[str]], settings: RunSettings, workers: int, owner: str,
+               gt_results=None) -> Job:
         """A new job of the videos of `inputs` (core.inputs.plan), its driver started; `workers` 0
         means the evaluator's default. Refused over the evaluator's limits of workers and jobs, and
-        (FAILED_PRECONDITION) on inputs the CLI refuses before any work (core.preflight)."""
+        (FAILED_PRECONDITION) on inputs the CLI refuses before any work (core.preflight).
+        gt_results(gt name, GT files): results of GT videos scored already (a reference set's), committed
+        to the job before its driver starts, so they are not scored again."""
         workers = workers or self.workers
         if workers > self.max_workers:
             raise Overloaded(f"workers {workers} is over this evaluator's limit of {self.max_workers} "
@@ -112,9 +115,15 @@ class SubmittedJobs:
         items = plan([tuple(i) for i in inputs])
         before_work([tuple(i) for i in inputs], items, spec.gt_name, settings.limits, partial=False,
                     allow_unpaired=False, flag="model")
+        reused = gt_results(spec.gt_name, [i.video for i in items if i.model == spec.gt_name]) if gt_results else []
         with self._lock:  # counted and started under the lock: two submits cannot both take the last slot
             self._check_slots()
             job = self.store.create(spec, items)
+            for result in reused:
+                self.store.commit(job.id, result)
+            if reused:
+                log.info("%s: %d GT video(s) taken from the caller's reference sets, not scored again", job.id,
+                         len(reused))
             self._start(job.id, workers, "submitted")
         return self.store.get(job.id)
 

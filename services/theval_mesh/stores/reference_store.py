@@ -59,7 +59,10 @@ DROP TABLE scored_videos;
 ALTER TABLE reference_sets_by_owner RENAME TO reference_sets;
 ALTER TABLE reference_videos_by_owner RENAME TO reference_videos;
 ALTER TABLE scored_videos_by_owner RENAME TO scored_videos
-"""]
+""",
+              # the SHA-256 of a GT video's bytes as scored (NULL: sent as bytes, or stored before):
+              # a job whose GT is these same bytes takes its results (ReferenceSets.gt_results)
+              add_column("reference_videos", "sha256", "TEXT")]
 
 
 @dataclass
@@ -90,8 +93,10 @@ class ReferenceStore:
             for sql, args in statements:
                 db.execute(sql, args)
 
-    def put(self, ref: Reference, results: list[VideoResult]):
-        """Store (or replace) a reference set of ref.owner and its per-video results, atomically."""
+    def put(self, ref: Reference, results: list[VideoResult], digests: dict | None = None):
+        """Store (or replace) a reference set of ref.owner and its per-video results, atomically;
+        digests: video -> SHA-256 of its bytes as scored (a file's)."""
+        digests = digests or {}
         ref.created = ref.created or time.time()
         key = (ref.owner, ref.name)
         self._write([
@@ -102,9 +107,9 @@ class ReferenceStore:
             (f"INSERT INTO reference_sets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
              (ref.name, ref.created, json.dumps(ref.settings), json.dumps(ref.provenance), json.dumps(ref.raw),
               json.dumps(ref.counts), ref.videos, ref.scored, json.dumps(ref.failures), ref.owner)),
-        ] + [("INSERT INTO reference_videos (owner, reference, video, result) VALUES (?, ?, ?, ?) ON CONFLICT "
-              "(owner, reference, video) DO UPDATE SET result = excluded.result", key + (r.video, r.to_json()))
-             for r in results])
+        ] + [("INSERT INTO reference_videos (owner, reference, video, result, sha256) VALUES (?, ?, ?, ?, ?) ON "
+              "CONFLICT (owner, reference, video) DO UPDATE SET result = excluded.result, sha256 = excluded.sha256",
+              key + (r.video, r.to_json(), digests.get(r.video))) for r in results])
 
     def get(self, owner: str, name: str) -> Reference | None:
         rows = self._sql.rows(f"SELECT {_COLUMNS} FROM reference_sets WHERE owner = ? AND name = ?", (owner, name))
@@ -121,6 +126,14 @@ class ReferenceStore:
     def reference_videos(self, owner: str, name: str) -> list[VideoResult]:
         return [VideoResult.from_json(r[0]) for r in self._sql.rows(
             "SELECT result FROM reference_videos WHERE owner = ? AND reference = ? ORDER BY video", (owner, name))]
+
+    def gt_scored(self, owner: str, video: str, sha256: str) -> list[tuple[Reference, VideoResult]]:
+        """Each of `owner`'s sets that scored these bytes at this path, with its result."""
+        rows = self._sql.rows(
+            f"SELECT {', '.join('s.' + c.strip() for c in _COLUMNS.split(','))}, v.result FROM reference_videos v "
+            "JOIN reference_sets s ON s.owner = v.owner AND s.name = v.reference "
+            "WHERE v.owner = ? AND v.video = ? AND v.sha256 = ? ORDER BY s.created DESC", (owner, video, sha256))
+        return [(_reference(r[:-1]), VideoResult.from_json(r[-1])) for r in rows]
 
     def add_scored(self, owner: str, reference: str, result: VideoResult):
         """A model's video scored against the set `reference` of `owner`."""
