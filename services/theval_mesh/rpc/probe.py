@@ -83,8 +83,8 @@ def main(argv=None) -> int:
     if argv not in MODES:
         print("usage: python -m theval_mesh.rpc.probe [--live | --triton | --front | --ray]", file=sys.stderr)
         return 2
-    checks = {"--triton": check_triton, "--front": check_front, "--ray": check_ray}
-    status = checks[argv[0]]() if argv else check()
+    checks = {"--triton": check_triton, "--front": check_front, "--ray": check_ray}  # else gRPC health (--live too)
+    status = checks.get(argv[0] if argv else "", check)()
     print(status)
     return 0 if status == "SERVING" or (argv == ["--live"] and status in ANSWERS) else 1
 
