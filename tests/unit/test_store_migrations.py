@@ -15,7 +15,6 @@ from theval_mesh.stores.database import open_database
 from theval_mesh.stores.job_store import MIGRATIONS as JOB_MIGRATIONS
 from theval_mesh.stores.job_store import JobSpec, SqlJobStore
 from theval_mesh.stores.reference_store import MIGRATIONS, Reference, ReferenceStore
-from theval_mesh.stores.reference_store import MIGRATIONS as REFERENCE_MIGRATIONS
 from theval_mesh.stores.sqlite import SqliteDatabase as Database
 
 SETTINGS = RunSettings(quality="proxy").key()
@@ -105,7 +104,7 @@ def test_an_old_store_opens_migrates_and_keeps_its_rows(tmp_path, owners):
     # bob's model against alice's set: a row of her set now, on her leaderboard
     assert [(r.model, r.metrics["lip_sync"]) for r in refs.scored(owner, "gt")] == [("m", 0.5)]
     assert refs.scored("bob", "gt") == [] and refs.get("bob", "gt") is None
-    assert versions(path) == {"jobs": len(JOB_MIGRATIONS), "references": len(REFERENCE_MIGRATIONS), "user_version": 1}
+    assert versions(path) == {"jobs": len(JOB_MIGRATIONS), "references": len(MIGRATIONS), "user_version": 1}
     # ... and goes on working: new rows beside the old ones
     new = jobs.create(JobSpec(inputs=[["m", "/v/m"]], settings=SETTINGS), [Item("m", "/v/m/a.mp4")])
     assert jobs.commit(new.id, result("m", "/v/m/a.mp4")) and jobs.get(new.id).done == 1
@@ -117,7 +116,7 @@ def test_an_old_store_opens_migrates_and_keeps_its_rows(tmp_path, owners):
     jobs.close()
     refs.close()
     again = ReferenceStore(path)  # migrated once: reopening changes nothing
-    assert again.get(owner, "gt").owner == owner and versions(path)["references"] == len(REFERENCE_MIGRATIONS)
+    assert again.get(owner, "gt").owner == owner and versions(path)["references"] == len(MIGRATIONS)
     again.close()
 
 
@@ -156,7 +155,7 @@ def test_a_newer_schema_is_refused_per_schema(tmp_path):
     with sqlite3.connect(path) as db:
         db.execute("UPDATE schema_versions SET version = 99 WHERE name = 'references'")
     db.close()
-    with pytest.raises(UserError, match=rf"references schema version 99, newer than this theval's {len(REFERENCE_MIGRATIONS)}: upgrade"):
+    with pytest.raises(UserError, match=rf"references schema version 99, newer than this theval's {len(MIGRATIONS)}: upgrade"):
         ReferenceStore(path)
     SqlJobStore(path).close()  # the job store's own schema is not newer: it opens
     assert versions(path) == {"jobs": len(JOB_MIGRATIONS), "references": 99, "user_version": 1}
@@ -216,7 +215,7 @@ def test_an_old_store_opened_by_several_processes_at_once_migrates_once(tmp_path
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    assert versions(path) == {"jobs": len(JOB_MIGRATIONS), "references": len(REFERENCE_MIGRATIONS), "user_version": 1}
+    assert versions(path) == {"jobs": len(JOB_MIGRATIONS), "references": len(MIGRATIONS), "user_version": 1}
     refs = ReferenceStore(path)
     assert refs.get("", "gt").owner == "" and len(refs.scored("", "gt")) == 1
     refs.close()
@@ -252,3 +251,16 @@ def test_processes_creating_the_same_new_store_at_once_all_open_it(tmp_path):
     for k in range(rounds):
         assert versions(tmp_path / f"store{k}.sqlite") == {"jobs": len(JOB_MIGRATIONS), "user_version": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"store{k}.sqlite" for k in range(rounds))
+
+
+def test_a_job_stored_before_a_field_was_renamed_reads_under_its_new_name(tmp_path):
+    """JobSpec.quality_store became weights_store: a job written before still opens, resumes
+    with its weights folder."""
+    store = SqlJobStore(tmp_path / "store.sqlite")
+    job = store.create(JobSpec(inputs=[["GT", "/v"]], settings=RunSettings().key(), weights_store="/w"),
+                       [Item("GT", "/v/a.mp4")])
+    old = json.loads(store._query("SELECT spec FROM jobs WHERE id = ?", (job.id,))[0][0])
+    old["quality_store"] = old.pop("weights_store")
+    store._write(lambda db: db.execute("UPDATE jobs SET spec = ? WHERE id = ?", (json.dumps(old), job.id)))
+    assert store.get(job.id).spec.weights_store == "/w"
+    store.close()

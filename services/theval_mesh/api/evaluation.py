@@ -181,7 +181,7 @@ def _evaluate(gt: str, models: list[tuple[str, str]], out: Path, settings: RunSe
     # metric stop here too, before any model loads.
     spec = pipeline.new_spec(inputs, settings, quiet=not progress, items=items, allow_unpaired=allow_unpaired,
                              gt_name=gt_name, workers=workers,
-                             quality_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address,
+                             weights_store=weights_store, mesh=mesh, weights=weights, ray_address=ray_address,
                              partial_score=partial_score, cache=cache, inference=inference)
     out.mkdir(parents=True, exist_ok=True)
     db = out / RESULTS_DB

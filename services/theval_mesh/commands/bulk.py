@@ -121,7 +121,7 @@ def submit(args) -> int:
         print(line, file=sys.stderr)
     spec = pipeline.new_spec(inputs, settings, quiet=args.quiet, items=items, allow_unpaired=args.allow_unpaired,
                              gt_name=args.gt_name,
-                             workers=args.workers, quality_store=args.weights_store, mesh=args.mesh,
+                             workers=args.workers, weights_store=args.weights_store, mesh=args.mesh,
                              weights=args.weights, ray_address=args.ray_address, partial_score=args.partial_score,
                              cache=result_cache.location(cache_choice(args)), inference=inference_from(args))
     store = open_store(args)

@@ -11,14 +11,14 @@ from theval_mesh.pure.settings import RunSettings
 class Engine:
     """Loads the models once; then score_video() for each video."""
 
-    def __init__(self, settings: RunSettings, quality_store=None, inference=None):
+    def __init__(self, settings: RunSettings, weights_store=None, inference=None):
         """inference: pure.inference.InferenceOptions, how the networks run (default auto)."""
         self.settings = settings
         self.audio = AudioBackend()
-        self.quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=quality_store,
+        self.quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=weights_store,
                                       inference=inference)
-        use_facexformer, _ = facexformer.choose(settings.headpose, quality_store)
-        self.headpose = facexformer.FaceXFormerHeadPose(quality_store, inference) if use_facexformer else None
+        use_facexformer, _ = facexformer.choose(settings.headpose, weights_store)
+        self.headpose = facexformer.FaceXFormerHeadPose(weights_store, inference) if use_facexformer else None
         self._provenance = None
 
     def runs_torch(self) -> bool:

@@ -72,18 +72,18 @@ def in_process(settings: RunSettings, quality, headpose, vad: str) -> dict:
                     headpose_inference=headpose.inference() if headpose else None)
 
 
-def expected(settings: RunSettings, quality_store=None, inference_options=None) -> dict:
-    """What core.engine.Engine(settings, quality_store, inference_options).provenance() gives,
+def expected(settings: RunSettings, weights_store=None, inference_options=None) -> dict:
+    """What core.engine.Engine(settings, weights_store, inference_options).provenance() gives,
     without importing torch or MediaPipe for the default backends: the result cache's key before
     anything is scored. (Paper quality checksums its models, so it loads them; FaceXFormer
     describes its files.)"""
     from theval_mesh.backends.audio.model import vad_provenance
     from theval_mesh.backends.headpose import facexformer
     from theval_mesh.backends.quality.backend import QualityBackend
-    quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=quality_store,
+    quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=weights_store,
                              inference=inference_options)
-    use_facexformer, _ = facexformer.choose(settings.headpose, quality_store)
-    headpose = facexformer.FaceXFormerHeadPose(quality_store, inference_options) if use_facexformer else None
+    use_facexformer, _ = facexformer.choose(settings.headpose, weights_store)
+    headpose = facexformer.FaceXFormerHeadPose(weights_store, inference_options) if use_facexformer else None
     return in_process(settings, quality, headpose, vad_provenance())
 
 

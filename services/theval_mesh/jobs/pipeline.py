@@ -71,7 +71,7 @@ class ScoringWorker:
             if threads and _loads_models(spec):  # before the networks load: their runtimes take it
                 import torch  # not imported at all for the proxy's networks-free run
                 torch.set_num_threads(threads)
-            self.engine = Engine(settings, spec.quality_store, _inference(spec))
+            self.engine = Engine(settings, spec.weights_store, _inference(spec))
 
     def score(self, model: str, video: str, on_frames=None, cancelled=None) -> tuple[str, VideoResult | str]:
         """("ok", its VideoResult) or ("retry", why): a bad video is a failed result; only
@@ -126,8 +126,8 @@ def check(spec) -> str | None:
     from theval_mesh.backends.inference.plan import check_options
     from theval_mesh.backends.quality.backend import QualityBackend
     check_options(_inference(spec))  # e.g. --device cuda without a GPU: refused now, exit 2
-    quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=spec.quality_store).notice
-    return f"{quality}\n{choose(settings.headpose, spec.quality_store)[1]}"
+    quality = QualityBackend(mode=settings.quality, profile=settings.profile, store=spec.weights_store).notice
+    return f"{quality}\n{choose(settings.headpose, spec.weights_store)[1]}"
 
 
 def expected_provenance(spec) -> dict:
@@ -136,7 +136,7 @@ def expected_provenance(spec) -> dict:
     if spec.mesh:
         return _mesh_provenance(spec)
     from theval_mesh.core.provenance import expected
-    return expected(_settings(spec), spec.quality_store, _inference(spec))
+    return expected(_settings(spec), spec.weights_store, _inference(spec))
 
 
 def _mesh_provenance(spec) -> dict:
@@ -155,8 +155,8 @@ def _loads_models(spec) -> bool:
     from theval_mesh.backends.quality.backend import QualityBackend
     settings = _settings(spec)
     return not spec.mesh and (QualityBackend(mode=settings.quality, profile=settings.profile,
-                                             store=spec.quality_store).resolved_mode != "proxy"
-                              or facexformer.choose(settings.headpose, spec.quality_store)[0])
+                                             store=spec.weights_store).resolved_mode != "proxy"
+                              or facexformer.choose(settings.headpose, spec.weights_store)[0])
 
 
 def _fingerprint(path: str) -> tuple[int, int]:

@@ -53,7 +53,7 @@ class JobSpec:
     settings: dict          # RunSettings.key()
     gt_name: str = "GT"
     workers: int = 1
-    quality_store: str | None = None
+    weights_store: str | None = None  # every network's weights (quality models, FaceXFormer, detectors)
     mesh: str | None = None  # HOST:PORT of an evaluator that scores instead of in-process models
     weights: str | None = None  # Final-score weights spec
     partial_score: bool = False  # a Final score over the metrics the GT can normalise (labelled partial)
@@ -140,6 +140,15 @@ def _start_time(pid: int) -> str | None:
 def _driver_id() -> str:
     """host:pid:start time, so that on this host a dead driver is known at once."""
     return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid()) or ''}"
+
+
+RENAMED = {"quality_store": "weights_store"}  # JobSpec fields of stores written before a rename
+
+
+def _spec(text: str) -> JobSpec:
+    """A stored JobSpec, its fields renamed since read under their new names."""
+    fields = json.loads(text)
+    return JobSpec(**{RENAMED.get(k, k): v for k, v in fields.items()})
 
 
 def driven_here(job: "Job") -> bool:
@@ -234,7 +243,7 @@ class SqlJobStore:
             "AND r.video=i.video WHERE i.job=? GROUP BY r.status", (key, jid)))
         if state == "running" and not _driver_alive(driver, heartbeat):
             state = "cancelled" if cancel else "interrupted"
-        job = Job(jid, JobSpec(**json.loads(spec)), state, total, created, counts.get(OK, 0), counts.get(FAILED, 0),
+        job = Job(jid, _spec(spec), state, total, created, counts.get(OK, 0), counts.get(FAILED, 0),
                   error, bool(cancel), driver, heartbeat, started, finished)
         job.rate = self._rate(jid, key, started)
         return job
