@@ -88,7 +88,8 @@ class LeafMemory:
         def ended():
             release_freed()  # what the call freed goes back to the system, not to glibc's arenas
             reservation.release()
-        context.add_callback(ended)
+        if not context.add_callback(ended):  # the call has ended already (its caller went): never called
+            ended()
         return reservation
 
 
