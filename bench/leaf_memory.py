@@ -17,17 +17,13 @@ from pathlib import Path
 import numpy as np
 from common import kit
 
-from tests.support.mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
+from tests.support.mesh_support import Mesh, peak_rss_mib, reset_peak_rss, rss_mib, sample, scrape
 from tests.support.video_files import gradient, silent_gradient, write_video
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc import memory_budget as mb
 
 SETTINGS = RunSettings(quality="proxy")
-
-
-def rss_mib(pid: int) -> float:
-    return int(next(line for line in open(f"/proc/{pid}/status") if line.startswith("VmRSS:")).split()[1]) / 1024
 
 
 def reserved_mib(path) -> dict:

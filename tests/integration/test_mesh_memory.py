@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.support.k8s_support import memory_limits, render, workspace
-from tests.support.mesh_support import Mesh, peak_rss_mib, reset_peak_rss, sample, scrape
+from tests.support.mesh_support import Mesh, peak_rss_mib, reset_peak_rss, rss_mib, sample, scrape
 from tests.support.video_files import gradient, raw_h264, silent_gradient, tone, write_video
 from theval_mesh.backends.landmarks.series import LandmarkSeries
 from theval_mesh.backends.media.decode import MediaReader
@@ -207,11 +207,6 @@ def _until_calls_ended(mesh, timeout=60):
         time.sleep(0.05)
 
 
-def _rss_mib(pid: int) -> float:
-    return int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                    if line.startswith("VmRSS:")).split()[1]) / 1024
-
-
 @pytest.mark.timeout(1800)
 def test_every_server_stays_inside_its_pods_memory_limit_and_gives_memory_back(tmp_path, root):
     """The dev overlay's limits, given to each server as --memory-limit-mb (what its cgroup says
@@ -236,7 +231,7 @@ def test_every_server_stays_inside_its_pods_memory_limit_and_gives_memory_back(t
             assert codes == [C.OK] * 8
             _until_calls_ended(mesh)
             peaks.append({s: peak_rss_mib(p) for s, p in pids.items()})
-            after.append({s: _rss_mib(p) for s, p in pids.items()})
+            after.append({s: rss_mib(p) for s, p in pids.items()})
     finally:
         mesh.stop()
     print(f"\nlimits (MiB) {limit_mib}\npeaks {peaks}\nresident after each round {after}")

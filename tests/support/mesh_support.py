@@ -104,10 +104,19 @@ def wait_in_flight(process: ServiceProcess, method: str, timeout: float = 30):
         time.sleep(0.02)
 
 
+def _status_mib(pid: int, key: str) -> float:
+    return int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if line.startswith(key + ":")).split()[1]) / 1024
+
+
 def peak_rss_mib(pid: int) -> float:
     """The process's peak resident memory (VmHWM), MiB."""
-    return int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                    if line.startswith("VmHWM:")).split()[1]) / 1024
+    return _status_mib(pid, "VmHWM")
+
+
+def rss_mib(pid: int) -> float:
+    """The process's resident memory now (VmRSS), MiB."""
+    return _status_mib(pid, "VmRSS")
 
 
 def reset_peak_rss(pid: int):

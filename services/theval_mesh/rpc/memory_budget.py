@@ -83,11 +83,9 @@ def batch_pictures(info: VideoInfo) -> int:
 
 
 def score_bytes(info: VideoInfo, settings: RunSettings, series: int) -> int:
-    """The quality service's Score: `series` landmark series as sent, a batch of frames and the
-    models' activations on it."""
-    rows = used_frames(info, settings) * series
-    return CALL_BYTES + MODEL_BATCH_BYTES + (batch_pictures(info) + QUEUE_FRAMES) * picture_bytes(info) + \
-        rows * ROW_BYTES * REQUEST_COPIES
+    """The quality service's Score: `series` landmark series as sent, and a batch of frames with
+    the models' activations on it (as estimate_video_bytes)."""
+    return estimate_video_bytes(info) + used_frames(info, settings) * series * ROW_BYTES * REQUEST_COPIES
 
 
 def estimate_bytes(rows: int) -> int:
@@ -96,7 +94,8 @@ def estimate_bytes(rows: int) -> int:
 
 
 def estimate_video_bytes(info: VideoInfo) -> int:
-    """The head-pose service's EstimateVideo: FaceXFormer's batches of decoded frames."""
+    """The head-pose service's EstimateVideo: a batch of decoded frames (and those queued behind
+    it) with the network's activations on it."""
     return CALL_BYTES + MODEL_BATCH_BYTES + (batch_pictures(info) + QUEUE_FRAMES) * picture_bytes(info)
 
 
