@@ -5,6 +5,8 @@ import logging
 import re
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -178,6 +180,23 @@ def test_a_job_is_resumed_only_when_no_driver_runs_it(jobs):
     jobs._check_slots(replacing=running.id)
     with pytest.raises(Overloaded):
         jobs._check_slots()
+
+
+def test_a_killed_driver_is_resumed_while_its_watcher_still_waits_on_it(jobs, monkeypatch):
+    """The job's watcher blocks in wait() on its driver, and then Popen.poll() answers None (still
+    running) even once the driver is dead: resume() must not refuse the job as "already running"."""
+    job = a_job(jobs)
+    driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    jobs._drivers[job.id] = driver
+    watcher = threading.Thread(target=driver.wait, daemon=True)  # as _watch does
+    watcher.start()
+    time.sleep(0.2)  # the watcher now holds the driver's waitpid lock
+    driver.kill()
+    started = []
+    monkeypatch.setattr(jobs, "_start", lambda job_id, workers, how: started.append((job_id, how)))
+    assert jobs.resume(job.id, "alice").state == "queued"
+    watcher.join(10)
+    assert started == [(job.id, "resumed")]
 
 
 def test_drivers_that_outlived_an_evaluators_restart_hold_their_slots(jobs):

@@ -11,6 +11,7 @@ the job (rpc.security.job_identity), it calls Evaluate and Describe only (JOB_ME
 takes from it only the job's own videos while the job is not finished (check_scope)."""
 import logging
 import secrets
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from theval_mesh.stores.job_store import FINISHED, Job, JobSpec, SqlJobStore, dr
 
 log = logging.getLogger("theval.jobs")
 STREAM_POLL_S = 0.5
+REAP_WAIT_S = 5.0  # how long resume() waits for a dead driver's exit to be reaped
 STREAM_KEEPALIVE_S = 10.0
 _API = evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"].full_name
 JOB_METHODS = frozenset(f"/{_API}/{m}" for m in ("Evaluate", "Describe"))  # what a job's token may call
@@ -136,7 +138,7 @@ class SubmittedJobs:
             job = self.store.get(job_id)
             driver = self._drivers.get(job_id)
             why = f"job {job_id} is done" if job.state == "done" else \
-                f"job {job_id} is already running" if driver is not None and driver.poll() is None else job.refusal()
+                f"job {job_id} is already running" if _runs(driver) else job.refusal()
             if why:
                 raise NotResumable(why)
             self._check_slots(replacing=job_id)
@@ -224,3 +226,16 @@ class SubmittedJobs:
         """Drivers keep running: a job depends on this process only through its Evaluate, which
         the drivers retry while it restarts."""
         self.store.close()
+
+
+def _runs(driver) -> bool:
+    """Whether a driver this evaluator started still runs. poll() cannot say: while the job's
+    watcher waits on it, poll() answers None even for a driver already killed (the job store sees
+    it dead at once), so wait a moment for its exit to be reaped."""
+    if driver is None:
+        return False
+    try:
+        driver.wait(timeout=REAP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        return True
+    return False
