@@ -36,4 +36,4 @@ USER 10001:10001
 # probe checks grpc.health.v1 on THEVAL_PORT, over TLS with this server's own certificate when set.
 HEALTHCHECK --interval=5s --timeout=4s --start-period=60s --retries=3 \
   CMD ["python", "-m", "theval_mesh.rpc.probe"]
-ENTRYPOINT ["python", "-m", "theval_mesh.service.main", "audio"]
+ENTRYPOINT ["python", "-m", "theval_mesh.rpc.main", "audio"]

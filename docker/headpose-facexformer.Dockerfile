@@ -34,4 +34,4 @@ LABEL org.opencontainers.image.title="theval-headpose-facexformer" \
 # probe checks grpc.health.v1 on THEVAL_PORT, over TLS with this server's own certificate when set.
 HEALTHCHECK --interval=5s --timeout=4s --start-period=120s --retries=3 \
   CMD ["python", "-m", "theval_mesh.rpc.probe"]
-ENTRYPOINT ["python", "-m", "theval_mesh.service.main", "headpose"]
+ENTRYPOINT ["python", "-m", "theval_mesh.rpc.main", "headpose"]

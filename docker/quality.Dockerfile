@@ -31,4 +31,4 @@ LABEL org.opencontainers.image.title="theval-quality" \
 # probe checks grpc.health.v1 on THEVAL_PORT, over TLS with this server's own certificate when set.
 HEALTHCHECK --interval=5s --timeout=4s --start-period=300s --retries=3 \
   CMD ["python", "-m", "theval_mesh.rpc.probe"]
-ENTRYPOINT ["python", "-m", "theval_mesh.service.main", "quality"]
+ENTRYPOINT ["python", "-m", "theval_mesh.rpc.main", "quality"]

@@ -20,10 +20,10 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from theval_mesh.rpc import config as mesh_config
+from theval_mesh.rpc.main import SERVICE_MODULES as MODULES
 from theval_mesh.rpc.security import client_channel
 from theval_mesh.rpc.server import build
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
-from theval_mesh.service.main import SERVICE_MODULES as MODULES
 
 MAX_VIDEO_BYTES = 256 * 1024  # the session mesh's (tests/unit/conftest.py) limit on a video sent as bytes
 

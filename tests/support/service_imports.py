@@ -8,11 +8,11 @@ import subprocess
 import sys
 import time
 
-ENTRY = "theval_mesh.service.main"
+ENTRY = "theval_mesh.rpc.main"
 
 
 def module_of(service: str) -> str:
-    from theval_mesh.service.main import SERVICE_MODULES
+    from theval_mesh.rpc.main import SERVICE_MODULES
     return SERVICE_MODULES[service]
 
 

@@ -21,7 +21,7 @@ import json
 from scripts import containers, images, k8s
 from theval_mesh.commands import mesh
 from theval_mesh.rpc import config
-from theval_mesh.service.main import SERVICE_MODULES
+from theval_mesh.rpc.main import SERVICE_MODULES
 print(json.dumps({"config": config.SERVICES, "modules": SERVICE_MODULES, "mesh up": mesh.LEAVES,
                   "images": images.SERVICE_IMAGES, "containers": containers.SERVICES, "k8s": k8s.IDENTITIES}))
 """

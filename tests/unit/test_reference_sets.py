@@ -1,4 +1,4 @@
-"""GT reference sets in plain Python (service.reference_sets; real SQLite and PostgreSQL, real
+"""GT reference sets in plain Python (evaluator.reference_sets; real SQLite and PostgreSQL, real
 folders): which videos a GT set is made of, each owner's namespace of sets (who may create,
 replace, score against and read one; what an admin may read), what a set refuses, and the
 leaderboard of the models scored against one. Videos are scored by a function of the
@@ -10,12 +10,12 @@ import shutil
 import pytest
 
 from theval_mesh.core.results import FAILED, OK, VideoResult
+from theval_mesh.evaluator.reference_sets import MAX_LABEL, GtVideo, ReferenceSets
 from theval_mesh.pure.errors import AccessDenied, AlreadyExists, NotFound, ServiceError, UserError, VideoError
 from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.scoring.errors import ScoringError
 from theval_mesh.pure.scoring.names import KEYS, NAME_OF_KEY
 from theval_mesh.pure.settings import RunSettings
-from theval_mesh.service.reference_sets import MAX_LABEL, GtVideo, ReferenceSets
 from theval_mesh.stores.reference_store import ReferenceStore
 
 DEFAULT = RunSettings(quality="proxy")

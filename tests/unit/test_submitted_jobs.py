@@ -1,4 +1,4 @@
-"""Jobs submitted to the evaluator in plain Python (service.submitted_jobs; real SQLite, real folders, a
+"""Jobs submitted to the evaluator in plain Python (evaluator.submitted_jobs; real SQLite, real folders, a
 real process as a driver that dies): what a submission must name, the limits, and each caller
 seeing only its own jobs. Jobs that run to the end: tests/integration/test_mesh_jobs.py."""
 import logging
@@ -11,10 +11,10 @@ import time
 import pytest
 
 from theval_mesh.core.inputs import Item
+from theval_mesh.evaluator.submitted_jobs import JOB_METHODS, SubmittedJobs
 from theval_mesh.pure.errors import AccessDenied, NotFound, Overloaded, UserError
 from theval_mesh.pure.settings import RunSettings
 from theval_mesh.rpc.security import ClientSecurity, Tokens, job_identity
-from theval_mesh.service.submitted_jobs import JOB_METHODS, SubmittedJobs
 from theval_mesh.stores.job_store import JobSpec
 
 SETTINGS = RunSettings(quality="proxy")

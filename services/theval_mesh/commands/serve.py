@@ -1,5 +1,5 @@
-"""`theval serve SERVICE`: run one service of the gRPC metric mesh (service/main.py)."""
-from theval_mesh.service import main as service_main
+"""`theval serve SERVICE`: run one service of the gRPC metric mesh (rpc/main.py)."""
+from theval_mesh.rpc import main as service_main
 
 
 def register(sub):

@@ -467,7 +467,7 @@ def run_ray(store: JobStore, job_id: str, workers: int, ray_address: str | None 
         # its files: they are given the mesh's CA and token as an argument, not as a runtime_env's
         # env_vars, which the cluster's job and actor listings show. The argument still lives in
         # the cluster's GCS while the job runs: the evaluator gives each job a token of its own and
-        # revokes it when the job ends (service.submitted_jobs).
+        # revokes it when the job ends (evaluator.submitted_jobs).
         security = ClientSecurity.from_env().portable() if mesh else None
         actor_class = ray.remote(ScoringWorker).options(num_cpus=0 if mesh else 1, max_restarts=0)
         actors = [actor_class.remote(loop.spec, threads, security) for _ in range(workers)]

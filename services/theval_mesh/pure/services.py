@@ -1,6 +1,6 @@
 """The mesh's services, one row each: the one place their names and facts are declared.
 
-Read by the server runtime (rpc/config.py: which service takes which option; service/main.py: what
+Read by the server runtime (rpc/config.py: which service takes which option; rpc/main.py: what
 each serves), the local launcher (`theval mesh up`), the image builds (scripts/images.py, and the
 Dockerfiles made by scripts/dockerfiles.py), the compose mesh (scripts/containers.py) and the
 Kubernetes helpers (scripts/k8s.py). Files that cannot import Python keep copies, each checked row
@@ -17,7 +17,7 @@ class Service:
     name: str            # `theval serve NAME`, its THEVAL_NAME_ADDR, its Kubernetes Service and TLS identity
     port: int            # its gRPC port where deployed (mesh.env, k8s/; `theval mesh up` gives the evaluator's)
     metrics_port: int    # its Prometheus /metrics port, likewise
-    module: str          # the module whose register(cfg) serves it, imported by name (service/main.py)
+    module: str          # the module whose register(cfg) serves it, imported by name (rpc/main.py)
     extra: str           # its pyproject extra: all its image installs beyond the base dependencies
     image: str           # its container image, theval/IMAGE (scripts/images.py builds it)
     reads_videos: bool = False  # decodes videos: takes the allowed roots and the size limits
@@ -42,7 +42,7 @@ TABLE = (
             reads_videos=True, roots_required=True, on_triton=True, weights=True, settings=("profile", "quality")),
     Service("audio", 50064, 9468, "theval_mesh.rpc.servicers.audio", "audio", "audio",
             reads_videos=True, roots_required=True, on_triton=True),
-    Service("evaluator", 50051, 9464, "theval_mesh.service.evaluator", "evaluator", "evaluator",
+    Service("evaluator", 50051, 9464, "theval_mesh.evaluator.servicer", "evaluator", "evaluator",
             reads_videos=True, roots_required=True, depends_on=("landmarks", "headpose", "quality", "audio"), callers=()),
 )
 

@@ -124,7 +124,7 @@ class ServiceProcess(ChildProcess):
         address), else any free port."""
         port = self.port if port is None else port
         metrics_port = self.metrics_port if metrics_port is None else metrics_port
-        cmd = [sys.executable, "-m", "theval_mesh.service.main", self.service, "--port", str(port),
+        cmd = [sys.executable, "-m", "theval_mesh.rpc.main", self.service, "--port", str(port),
                "--metrics-port", str(metrics_port), *self.args]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      env={**self.env, EXIT_WITH_LAUNCHER: "1"}, text=True,

@@ -1,6 +1,6 @@
 """GT reference sets as the evaluator serves them: creating one from files and folders, the rules
 of a video scored against one, its normalised scores, the leaderboard of the models scored
-against one. Plain Python values: the servicer (service/evaluator.py) converts the messages, maps
+against one. Plain Python values: the servicer (evaluator/servicer.py) converts the messages, maps
 the errors to status codes, and passes in how a video is scored (through the mesh).
 
 Tenants: each caller (a token's identity; one anonymous caller on a server without tokens) has its

@@ -1,7 +1,7 @@
 """theval.v1.EvaluatorService: scores videos through the four services with the engine's own
 composition (core.stages.score), normalises them against stored GT reference sets, runs bulk
 jobs. Here messages become Python values and back, and errors status codes (rpc.status); the
-rules live in service.reference_sets (GT reference sets) and service.submitted_jobs (bulk jobs)."""
+rules live in evaluator.reference_sets (GT reference sets) and evaluator.submitted_jobs (bulk jobs)."""
 import json
 import logging
 import queue
@@ -13,6 +13,9 @@ from theval_mesh.backends import liveness
 from theval_mesh.backends.checksum import sha256_file
 from theval_mesh.backends.media.sources import BYTES_LABEL
 from theval_mesh.core.stages import new_result, score
+from theval_mesh.evaluator import streams
+from theval_mesh.evaluator.reference_sets import GtVideo, ReferenceSets, VideoScores
+from theval_mesh.evaluator.submitted_jobs import SubmittedJobs
 from theval_mesh.jobs.job_telemetry import CACHE_LOOKUPS, observe_stages, register_jobs
 from theval_mesh.pure.errors import VideoError
 from theval_mesh.pure.scoring.final_score import parse_weights
@@ -28,9 +31,6 @@ from theval_mesh.rpc.server import Service
 from theval_mesh.rpc.servicers.common import opened_video, run_settings
 from theval_mesh.rpc.status import rpc, status_of
 from theval_mesh.rpc.v1 import common_pb2, evaluator_pb2, evaluator_pb2_grpc
-from theval_mesh.service import streams
-from theval_mesh.service.reference_sets import GtVideo, ReferenceSets, VideoScores
-from theval_mesh.service.submitted_jobs import SubmittedJobs
 from theval_mesh.stores import result_cache
 from theval_mesh.stores.job_store import Job
 from theval_mesh.stores.reference_store import Reference, ReferenceStore
@@ -222,7 +222,7 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         weights = parse_weights(request.weights, files=False) if request.weights.strip() else None
         return wire.leaderboard_to_proto(self.sets.leaderboard(owner, request.reference, weights))
 
-    # ------------------------------------------------------------------ bulk jobs (service/submitted_jobs.py)
+    # ------------------------------------------------------------------ bulk jobs (evaluator/submitted_jobs.py)
     @rpc
     def SubmitJob(self, request, context):
         owner = caller(self.config.tokens, context)
@@ -284,7 +284,7 @@ def _reference_proto(ref: Reference) -> evaluator_pb2.Reference:
 
 def _driver_security(config: Config) -> ClientSecurity:
     """How the drivers of submitted jobs and their Ray actors reach this evaluator (each job adds a
-    token of its own: service.submitted_jobs): TLS trusting --tls-ca, else this server's own certificate
+    token of its own: evaluator.submitted_jobs): TLS trusting --tls-ca, else this server's own certificate
     (self-signed), checked for --advertise-tls-name when set; this server's certificate as client
     certificate under mutual TLS."""
     if not config.tls_cert:

@@ -1,5 +1,5 @@
 """Bulk jobs submitted to the evaluator (SubmitJob, GetJob, StreamJob, CancelJob), in plain
-Python values: the servicer (service/evaluator.py) converts the messages. Each job has its own
+Python values: the servicer (evaluator/servicer.py) converts the messages. Each job has its own
 driver process (jobs.drivers), whose Ray workers score through the evaluator's own Evaluate, so a
 job's videos go the same path as a client's; each result is committed to the evaluator's store
 as it finishes, where GetJob and StreamJob read the progress. A caller sees its own jobs only.

@@ -1,4 +1,4 @@
-"""Run one mesh service in this process: `python -m theval_mesh.service.main SERVICE [options]`, what
+"""Run one mesh service in this process: `python -m theval_mesh.rpc.main SERVICE [options]`, what
 `theval serve SERVICE` and the mesh launcher start. Each option can also be set by its THEVAL_*
 variable (rpc/config.py)."""
 import argparse
@@ -30,7 +30,7 @@ def run(args) -> int:
 def main(argv=None) -> int:
     from theval_mesh.pure.errors import UserError
     from theval_mesh.pure.exit_codes import EXIT_ERROR
-    p = argparse.ArgumentParser(prog="python -m theval_mesh.service.main", description=DESCRIPTION)
+    p = argparse.ArgumentParser(prog="python -m theval_mesh.rpc.main", description=DESCRIPTION)
     add_arguments(p)
     try:
         return run(p.parse_args(argv))

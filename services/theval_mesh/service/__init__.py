@@ -1,2 +1,0 @@
-"""Layer 6, service: the evaluator, the mesh's front door over gRPC: Evaluate composed from the leaf
-services, reference sets, leaderboards and bulk jobs (the jobs layer served over gRPC)."""
