@@ -11,20 +11,20 @@ import pytest
 from tests.support.parity_set import DIR as PARITY_DIR
 from tests.support.parity_set import clip
 from theval_mesh.backends import stand_in
+from theval_mesh.backends.classic import arcface
 from theval_mesh.backends.landmarks.backend import FaceTracker
 from theval_mesh.backends.landmarks.passes import SINGLE
-from theval_mesh.backends.legacy import arcface
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.pure.metrics import identity
 
 pytestmark = pytest.mark.slow
-ORACLE = json.loads((PARITY_DIR / "legacy" / "csim_oracle.json").read_text())
+ORACLE = json.loads((PARITY_DIR / "classic" / "csim_oracle.json").read_text())
 
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
     store = tmp_path_factory.mktemp("arcface-stand-in")
-    stand_in.write(store, 0, models=(), legacy=["arcface"])
+    stand_in.write(store, 0, models=(), classic=["arcface"])
     return arcface.load(store)
 
 

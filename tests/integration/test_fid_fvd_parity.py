@@ -1,6 +1,6 @@
 """FID and FVD against the reference implementations' own code (pytorch-fid 0.3.0, StyleGAN-V's FVD),
 run unmodified on the same frames and the same stand-in weights by
-tests/data/parity/reference-env/run_fid_fvd_reference.py, values in tests/data/parity/legacy/."""
+tests/data/parity/reference-env/run_fid_fvd_reference.py, values in tests/data/parity/classic/."""
 import itertools
 import json
 from pathlib import Path
@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from theval_mesh.backends import stand_in
-from theval_mesh.backends.legacy import fid, fvd
+from theval_mesh.backends.classic import fid, fvd
 from theval_mesh.backends.media.decode import MediaReader
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIPS = ROOT / "tests" / "data" / "parity" / "clips"
-ORACLE = json.loads((ROOT / "tests" / "data" / "parity" / "legacy" / "fid_fvd_oracle.json").read_text())
+ORACLE = json.loads((ROOT / "tests" / "data" / "parity" / "classic" / "fid_fvd_oracle.json").read_text())
 FRAMES = 32  # the runner's frames 0..31 of each clip
 
 
@@ -30,7 +30,7 @@ def frames(name):
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     path = tmp_path_factory.mktemp("weights")
-    marker = stand_in.write(path, ORACLE["stand_in"]["seed"], models=(), legacy=["fid-inception", "fvd-i3d"])
+    marker = stand_in.write(path, ORACLE["stand_in"]["seed"], models=(), classic=["fid-inception", "fvd-i3d"])
     # the very weights the reference ran on
     assert {k: v["values_sha256"] for k, v in marker["files"].items()} == ORACLE["stand_in"]["values_sha256"]
     return path

@@ -148,42 +148,42 @@ def test_hostile_names_show_as_text_with_every_plot(tmp_path):
         assert page.evaluate("document.scripts.length") == 5  # plotly.js, 3 data blocks, the page's: no name made one
 
 
-def test_legacy_metrics_written_into_the_folder_show_in_results_json_and_the_report(evaluated_dir, tmp_path):
-    """`theval legacy --out` into an evaluation's folder: its summary joins results.json (schema-valid)
+def test_classic_metrics_written_into_the_folder_show_in_results_json_and_the_report(evaluated_dir, tmp_path):
+    """`theval classic --out` into an evaluation's folder: its summary joins results.json (schema-valid)
     and the report shows it with the intervals, the notes and the stand-in warning."""
     import shutil
 
     from tests.support.results_schema import validate_results
-    from theval_mesh.studies import legacy_metrics as lgm
+    from theval_mesh.studies import classic_metrics as lgm
 
     folder = tmp_path / "results"
     shutil.copytree(evaluated_dir, folder)
-    rows = [lgm.LegacyRow("ours", f"v{i}.mp4", "g.mp4", lse_c=c, lse_d=8.0 - c / 4, lmd_f=1.0 + c / 10)
+    rows = [lgm.ClassicRow("ours", f"v{i}.mp4", "g.mp4", lse_c=c, lse_d=8.0 - c / 4, lmd_f=1.0 + c / 10)
             for i, c in enumerate([5.0, 6.0, 7.5])]
-    rows.append(lgm.LegacyRow("solo", "v0.mp4", "g.mp4", lse_c=4.0))
+    rows.append(lgm.ClassicRow("solo", "v0.mp4", "g.mp4", lse_c=4.0))
     # FVD, a set's value: with its interval over the 3 video pairs of ours, none from solo's one
     summary = lgm.summarize(rows, ["ours", "solo"], {"ours": {"FVD": 41.3}, "solo": {"FVD": 50.0}}, resamples=500,
                             network_intervals={("ours", "FVD"): (40.1, 59.2)})
-    run = lgm.LegacyRun(rows, summary, ["FID skipped: no weights"],
+    run = lgm.ClassicRun(rows, summary, ["FID skipped: no weights"],
                         {"LSE-C/LSE-D": "SyncNet syncnet_v2.model sha256:00 (stand-in:0)"},
                         {("ours", "FVD"): (18, 6, 3, 1, 1000), ("solo", "FVD"): (6, 6, 1, 1, 0)})
     lgm.write_outputs(run, folder)
     doc = json.loads((folder / "results.json").read_text())
     validate_results(doc)
-    assert doc["legacy"]["summary"][0]["LSE-C"] == pytest.approx(6.1666666)
-    assert doc["legacy"]["summary"][0]["FID"] is None and doc["legacy"]["summary"][0]["FVD CI high"] == 59.2
-    assert doc["legacy"]["sets"][0]["resamples"] == 1000
+    assert doc["classic"]["summary"][0]["LSE-C"] == pytest.approx(6.1666666)
+    assert doc["classic"]["summary"][0]["FID"] is None and doc["classic"]["summary"][0]["FVD CI high"] == 59.2
+    assert doc["classic"]["sets"][0]["resamples"] == 1000
     page_path = build_report(folder, thumbnails=0, progress=False)
     with browser_page() as (page, log):
         page.goto(page_path.as_uri())
-        page.wait_for_selector("#legacy")
+        page.wait_for_selector("#classic")
         assert log["console"] == []
-        heads = page.locator("#legacy th").all_inner_texts()
+        heads = page.locator("#classic th").all_inner_texts()
         assert heads[:4] == ["Model", "LSE-C ↑", "LSE-D ↓", "FVD ↓"] and "FID ↓" not in heads
-        text = page.locator("#legacy-section").inner_text()
+        text = page.locator("#classic-section").inner_text()
         assert "STAND-IN" in text and "FID skipped: no weights" in text and "6.167" in text
-        fvd = {r[0]: r[3] for r in (row.locator("td").all_inner_texts() for row in page.locator("#legacy tbody tr").all())}
+        fvd = {r[0]: r[3] for r in (row.locator("td").all_inner_texts() for row in page.locator("#classic tbody tr").all())}
         assert fvd["ours"].split() == ["41.300", "[40.100,", "59.200]"] and fvd["solo"] == "50.000"
         assert "its interval: [40.1, 59.2], 95% bootstrap over the 3 video pairs" in text
         assert "solo: FVD over 6 generated vs 6 GT 16-frame clips (1 vs 1 videos)" in text and "no interval" in text
-        page.locator("#legacy-section").screenshot(path=str(artefacts(tmp_path) / "report-legacy.png"))
+        page.locator("#classic-section").screenshot(path=str(artefacts(tmp_path) / "report-classic.png"))

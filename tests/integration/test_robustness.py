@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("robustness")
-    stand_in.write(root / "store", 0, models=(), legacy=["syncnet"])
+    stand_in.write(root / "store", 0, models=(), classic=["syncnet"])
     (root / "gt").mkdir()
     for name in ("astronaut_de_gt", "tom_it_gt"):
         cut(name, 110, root / "gt" / f"{name}.mp4")

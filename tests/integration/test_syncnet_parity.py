@@ -1,9 +1,9 @@
 """LSE-C / LSE-D / AV offset against joonson/syncnet_python's OWN code on the same STAND-IN weights
 (fake weights: syncnet_v2.model and sfd_face.pth cannot be fetched here) and the same parity clips.
 
-tests/data/parity/legacy/syncnet_oracle.csv comes from run_pipeline.py and SyncNetInstance.evaluate
+tests/data/parity/classic/syncnet_oracle.csv comes from run_pipeline.py and SyncNetInstance.evaluate
 run unmodified (tests/data/parity/reference-env/run_syncnet_reference.py; the command is in
-tests/data/parity/legacy/README.md) with their S3FD face detector on the stand-in sfd_face.pth:
+tests/data/parity/classic/README.md) with their S3FD face detector on the stand-in sfd_face.pth:
 ffmpeg's re-encodings, JPEG frames, S3FD, scene detection, tracking, smoothing, crops, the XVID
 file, MFCCs, the network and the offset search are all theirs; syncnet_oracle_boxes.csv holds
 S3FD's boxes on every 10th frame. syncnet_oracle_blazeface.csv is the same run with MediaPipe's
@@ -21,18 +21,18 @@ import pytest
 from tests.support.parity_set import DIR as PARITY_DIR
 from tests.support.parity_set import clip
 from theval_mesh.backends import stand_in
-from theval_mesh.backends.legacy import face_track, s3fd, syncnet
+from theval_mesh.backends.classic import face_track, s3fd, syncnet
 from theval_mesh.pure.metrics import lse
 
 pytestmark = pytest.mark.slow
-LEGACY = PARITY_DIR / "legacy"
+CLASSIC = PARITY_DIR / "classic"
 SEED = 0
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     store = tmp_path_factory.mktemp("syncnet-stand-in")
-    stand_in.write(store, SEED, models=(), legacy=["syncnet", "s3fd"])
+    stand_in.write(store, SEED, models=(), classic=["syncnet", "s3fd"])
     return store
 
 
@@ -47,7 +47,7 @@ def detector(store):
 
 
 def _rows(name: str) -> list[dict]:
-    with open(LEGACY / name) as f:
+    with open(CLASSIC / name) as f:
         return list(csv.DictReader(f))
 
 

@@ -19,7 +19,7 @@ from theval_mesh.studies.alignment_files import published_correlations, publishe
 
 LEADERBOARD = str(resources.files("theval_mesh").joinpath("data", "published_leaderboard.csv"))
 THEVAL_ROWS = (*METRICS, *GROUPS, FINAL)
-LEGACY_ROWS = ("LSE-C", "LSE-D", "FVD", "FID", "LMD-F", "LMD-L")
+CLASSIC_ROWS = ("LSE-C", "LSE-D", "FVD", "FID", "LMD-F", "LMD-L")
 
 
 # ------------------------------------------------------------------------------ published p-values
@@ -61,11 +61,11 @@ def test_published_p_values_are_reproduced_over_18_models():
     assert [m for m in THEVAL_ROWS if m not in exact] == ["Lip sync"]
 
 
-def test_the_legacy_rows_were_computed_over_fewer_models():
+def test_the_classic_rows_were_computed_over_fewer_models():
     # Observation, not a requirement: the comparison metrics' p-values fit 17 or 16 models (and FID
     # no number at all), so those rows were not computed over the same 18 models.
     published = published_correlations()
-    assert {m: fitting_n(published[m]) for m in LEGACY_ROWS} == {
+    assert {m: fitting_n(published[m]) for m in CLASSIC_ROWS} == {
         "LSE-C": [17], "LSE-D": [17], "FVD": [17], "FID": [], "LMD-F": [16], "LMD-L": [16]}
 
 

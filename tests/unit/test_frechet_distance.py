@@ -1,12 +1,12 @@
-"""Known answers for the Fréchet distance behind FID and FVD (pure.metrics.legacy), and the FID/FVD
+"""Known answers for the Fréchet distance behind FID and FVD (pure.metrics.classic), and the FID/FVD
 backends' behaviour without weights. Fast: no network runs."""
 import numpy as np
 import pytest
 import scipy.linalg
 
 from theval_mesh.pure.errors import WeightsMissing
-from theval_mesh.pure.metrics import legacy as lm
-from theval_mesh.pure.metrics.legacy import frechet_distance_stats, gaussian_stats
+from theval_mesh.pure.metrics import classic as lm
+from theval_mesh.pure.metrics.classic import frechet_distance_stats, gaussian_stats
 
 
 def independent(mu1, s1, mu2, s2):
@@ -91,7 +91,7 @@ def test_too_few_rows_are_named():
 
 
 def test_fvd_clip_windows_are_stated():
-    from theval_mesh.backends.legacy.fvd import clip_windows, video_clips
+    from theval_mesh.backends.classic.fvd import clip_windows, video_clips
 
     assert clip_windows(40) == [(0, 16), (16, 32)]
     assert clip_windows(40, clips_per_video=1) == [(0, 16)]
@@ -102,7 +102,7 @@ def test_fvd_clip_windows_are_stated():
 
 
 def test_missing_weights_name_the_file_and_the_fix(tmp_path):
-    from theval_mesh.backends.legacy import fid, fvd
+    from theval_mesh.backends.classic import fid, fvd
 
     with pytest.raises(WeightsMissing, match=r"pt_inception-2015-12-05-6726825d.pth not in the weights store.*"
                                              r"theval weights fetch --model fid-inception"):
@@ -113,7 +113,7 @@ def test_missing_weights_name_the_file_and_the_fix(tmp_path):
 
 
 def test_a_foreign_file_under_the_fid_name_is_not_taken_for_a_stand_in(tmp_path):
-    from theval_mesh.backends.legacy import networks
+    from theval_mesh.backends.classic import networks
 
     (tmp_path / "pt_inception-2015-12-05-6726825d.pth").write_bytes(b"other")
     (tmp_path / "STAND-IN.json").write_text('{"seed": 0, "files": {"pt_inception-2015-12-05-6726825d.pth": '
@@ -126,7 +126,7 @@ def test_a_foreign_file_under_the_fid_name_is_not_taken_for_a_stand_in(tmp_path)
 @pytest.mark.parametrize("n1,n2,d", [(30, 40, 64), (200, 150, 16)], ids=["rows<dims", "rows>dims"])
 @pytest.mark.parametrize("ddof", [0, 1], ids=["biased(FVD)", "unbiased(FID)"])
 def test_the_weighted_route_is_the_sqrtm_distance(n1, n2, d, ddof):
-    from theval_mesh.pure.metrics.legacy import frechet_distance_weighted
+    from theval_mesh.pure.metrics.classic import frechet_distance_weighted
     rng = np.random.default_rng(3)
     a = rng.normal(size=(n1, d)) @ rng.normal(size=(d, d)) * 0.3
     b = rng.normal(0.2, 1.0, size=(n2, d))
@@ -146,7 +146,7 @@ def test_the_weighted_route_is_the_sqrtm_distance(n1, n2, d, ddof):
 
 
 def test_a_set_interval_holds_the_point_estimate_and_needs_two_videos():
-    from theval_mesh.pure.metrics.legacy import frechet_distance_weighted
+    from theval_mesh.pure.metrics.classic import frechet_distance_weighted
     from theval_mesh.pure.scoring.uncertainty import set_interval
     rng = np.random.default_rng(5)
     videos = [rng.normal(size=(20, 8)) for _ in range(6)]   # 6 generated videos of 20 frames
@@ -165,7 +165,7 @@ def test_a_set_interval_holds_the_point_estimate_and_needs_two_videos():
 def test_pairs_sharing_a_gt_video_give_the_point_estimate_on_all_ones_and_count_draws():
     """Two generated videos pair with GT video 0, one with GT video 1: all-ones counts are the
     point estimate (each GT video once), and a pair drawn twice is its rows duplicated."""
-    from theval_mesh.pure.metrics.legacy import pair_resample_distance
+    from theval_mesh.pure.metrics.classic import pair_resample_distance
     rng = np.random.default_rng(7)
     gen = [rng.normal(size=(12, 6)) for _ in range(3)]
     gts = [rng.normal(0.3, 1.0, size=(10, 6)), rng.normal(0.3, 1.0, size=(9, 6))]
@@ -180,7 +180,7 @@ def test_pairs_sharing_a_gt_video_give_the_point_estimate_on_all_ones_and_count_
 
 
 def test_a_resample_of_frameless_videos_has_no_value():
-    from theval_mesh.pure.metrics.legacy import frechet_distance_weighted
+    from theval_mesh.pure.metrics.classic import frechet_distance_weighted
     a, b = np.random.default_rng(1).normal(size=(2, 5, 3))
     with np.errstate(all="raise"):  # no division by a zero weight on the way
         assert np.isnan(frechet_distance_weighted(a, np.zeros(5), b, np.ones(5), 0))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from theval_mesh.backends import stand_in
-from theval_mesh.backends.legacy import arcface
+from theval_mesh.backends.classic import arcface
 from theval_mesh.pure.metrics import identity
 
 
@@ -32,7 +32,7 @@ def test_cosines():
 
 @pytest.mark.slow
 def test_a_face_against_itself_is_one_and_a_darker_copy_less(tmp_path):
-    stand_in.write(tmp_path, 0, models=(), legacy=["arcface"])
+    stand_in.write(tmp_path, 0, models=(), classic=["arcface"])
     net = arcface.load(tmp_path)
     rng = np.random.default_rng(0)
     face = rng.integers(0, 255, (112, 112, 3), dtype=np.uint8)

@@ -1,13 +1,13 @@
 """LSE-C / LSE-D: the offset search and the two numbers on known features (pure/metrics/lse.py),
 syncnet_python's face tracks and crop windows on known boxes (pure/metrics/face_tracks.py), and
-SyncNet's strict loading (backends/legacy/syncnet.py). No weights needed: the answers here do not
+SyncNet's strict loading (backends/classic/syncnet.py). No weights needed: the answers here do not
 depend on them. The whole pipeline against syncnet_python's own code:
 tests/integration/test_syncnet_parity.py."""
 import numpy as np
 import pytest
 import torch
 
-from theval_mesh.backends.legacy import syncnet
+from theval_mesh.backends.classic import syncnet
 from theval_mesh.pure.errors import WeightsMissing
 from theval_mesh.pure.metrics import face_tracks as ft
 from theval_mesh.pure.metrics import lse

@@ -14,7 +14,7 @@ from theval_mesh.outputs.html_report import build_report
 from theval_mesh.outputs.run_files import RUN, check_folder
 from theval_mesh.pure.errors import UserError
 from theval_mesh.studies.alignment_files import read_scores
-from theval_mesh.studies.legacy_metrics import _add_to_results_json
+from theval_mesh.studies.classic_metrics import _add_to_results_json
 
 
 def readers(folder):
@@ -78,9 +78,21 @@ def test_a_results_jsonl_cut_at_a_line_boundary_is_refused(tmp_path):
 
 def test_what_later_commands_add_to_results_json_keeps_the_folder_whole(tmp_path):
     _, _, paths = evaluation(tmp_path)
-    _add_to_results_json(paths["results_json"], {"schema": "theval-legacy/1", "summary": []})
-    assert "legacy" in json.loads(paths["results_json"].read_text())
+    _add_to_results_json(paths["results_json"], {"schema": "theval-classic/1", "summary": []})
+    assert "classic" in json.loads(paths["results_json"].read_text())
     check_folder(tmp_path)
+
+
+def test_a_classic_block_written_under_its_earlier_name_is_reported_and_then_replaced(tmp_path):
+    _, _, paths = evaluation(tmp_path)
+    document = json.loads(paths["results_json"].read_text())
+    document["legacy"] = {"schema": "theval-legacy/1", "summary": [{"Model": "old", "LSE-C": 6.5}], "notes": [],
+                          "provenance": {}, "skipped": [], "bootstrap": {}}
+    paths["results_json"].write_text(json.dumps(document))
+    build_report(tmp_path, tmp_path / "report.html", thumbnails=0, progress=False)
+    assert 'id="classic-section"' in (tmp_path / "report.html").read_text()
+    _add_to_results_json(paths["results_json"], {"schema": "theval-classic/1", "summary": []})
+    assert "legacy" not in json.loads(paths["results_json"].read_text())
 
 
 def test_a_folder_written_before_the_run_block_and_a_csv_elsewhere_are_read_as_before(tmp_path):

@@ -1,5 +1,5 @@
 """S3FD's box arithmetic (pure.metrics.s3fd_boxes) on known answers, and the designed stand-in
-detector (backends.legacy.s3fd) on a real talking-head frame. syncnet_python's own S3FD on the
+detector (backends.classic.s3fd) on a real talking-head frame. syncnet_python's own S3FD on the
 same stand-in weights: tests/integration/test_syncnet_parity.py."""
 import cv2
 import numpy as np
@@ -47,9 +47,9 @@ def test_frame_boxes_stop_at_the_first_detection_under_the_threshold():
 @pytest.fixture(scope="module")
 def stand_in_detector(tmp_path_factory):
     from theval_mesh.backends import stand_in
-    from theval_mesh.backends.legacy import s3fd
+    from theval_mesh.backends.classic import s3fd
     store = tmp_path_factory.mktemp("s3fd")
-    stand_in.write(store, 0, models=(), legacy=["s3fd"])
+    stand_in.write(store, 0, models=(), classic=["s3fd"])
     return s3fd.S3FD(store)
 
 
@@ -73,7 +73,7 @@ def test_the_stand_in_finds_one_centred_face_box_on_a_talking_head(stand_in_dete
 def test_a_file_that_is_not_s3fd_is_refused(tmp_path):
     import torch
 
-    from theval_mesh.backends.legacy import s3fd
+    from theval_mesh.backends.classic import s3fd
     from theval_mesh.pure.errors import WeightsMissing
     torch.save({"vgg.0.weight": torch.zeros(1)}, tmp_path / "sfd_face.pth")
     with pytest.raises(WeightsMissing, match="not S3FD's sfd_face.pth"):

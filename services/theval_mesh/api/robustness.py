@@ -81,9 +81,9 @@ def _paired(evaluation: Evaluation, kind: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _lse_changes(gt: Path, folders: dict[str, Path], whats: dict[str, str], store, progress: bool):
     """Per re-encode, LSE-C and LSE-D of each clip minus the original's, their mean and interval."""
-    from theval_mesh.api.legacy import legacy
+    from theval_mesh.api.classic import classic
 
-    run = legacy(gt, {"original": gt, **{k: f for k, f in folders.items()}}, store=store, progress=progress)
+    run = classic(gt, {"original": gt, **{k: f for k, f in folders.items()}}, store=store, progress=progress)
     if "LSE-C/LSE-D" not in run.provenance:
         return [], [*run.skipped]
     by = {(r.model, Path(r.video).stem): r for r in run.rows if r.status == "ok"}

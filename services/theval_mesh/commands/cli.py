@@ -10,8 +10,10 @@ from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from theval_mesh.pure.version import VERSION
 
 # module name under theval_mesh.commands -> registered there with register(subparsers)
-COMMANDS = ("evaluate", "demo", "score", "synth", "weights", "serve", "mesh", "triton", "bulk", "report", "legacy",
+COMMANDS = ("evaluate", "demo", "score", "synth", "weights", "serve", "mesh", "triton", "bulk", "report", "classic",
             "robustness", "study", "align", "cache")
+
+ALIASES = {"legacy": "classic"}  # earlier command names users may still type -> the command
 
 VERSION_FLAG = "--version"
 
@@ -32,10 +34,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     first = argv[0] if argv else None
-    command = first if first in COMMANDS else None
+    command = ALIASES.get(first, first) if ALIASES.get(first, first) in COMMANDS else None
     args = None
     try:
-        parser = build_parser(first if command or first == VERSION_FLAG else None)
+        parser = build_parser(command or (first if first == VERSION_FLAG else None))
         args, unknown = parser.parse_known_args(argv)
         if unknown:
             refuse_unknown(parser, argv, unknown)

@@ -21,7 +21,7 @@ MODULE_EXTRAS = {
     "psycopg": ("jobs",),
     "plotly": ("report",),
     "mlflow": ("mlflow",),
-    "python_speech_features": ("legacy",),
+    "python_speech_features": ("classic",),
 }
 
 # command -> what to install for its usual run (an extra, or extras joined by commas); a command not
@@ -33,7 +33,7 @@ COMMAND_EXTRAS = {
     "bulk": "worker",
     "synth": "synth",
     "report": "report",
-    "legacy": "legacy",
+    "classic": "classic",
     "robustness": "worker",
     "mesh": "worker,evaluator",
     "triton": "triton",
@@ -48,7 +48,8 @@ COMPOSITES = {
     "worker": ("worker", "landmarks", "facexformer", "quality", "audio", "jobs"),
     "synth": ("synth", "landmarks"),
     "report": ("report", "jobs"),
-    "legacy": ("legacy", "landmarks", "quality"),
+    "classic": ("classic", "landmarks", "quality"),
+    "legacy": ("legacy", "classic"),  # classic's earlier name
 }
 
 

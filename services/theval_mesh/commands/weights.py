@@ -3,7 +3,7 @@ import json
 from dataclasses import asdict
 
 from theval_mesh.backends.weights import store as ws
-from theval_mesh.backends.weights.registry import HEADPOSE_MODELS, LEGACY_MODELS, MODELS
+from theval_mesh.backends.weights.registry import CLASSIC_MODELS, HEADPOSE_MODELS, MODELS
 from theval_mesh.pure.exit_codes import EXIT_ERROR, EXIT_OK
 
 
@@ -22,11 +22,11 @@ def register(subparsers) -> None:
         a = actions.add_parser(name, help=text, description=text)
         a.add_argument("--store", metavar="DIR", help="weights store directory")
         a.add_argument("--model", action="append",
-                       choices=sorted(MODELS) + sorted(HEADPOSE_MODELS) + sorted(LEGACY_MODELS),
+                       choices=sorted(MODELS) + sorted(HEADPOSE_MODELS) + sorted(CLASSIC_MODELS),
                        metavar="NAME", help=f"only this model (repeatable): "
                        f"{', '.join(sorted(MODELS) + sorted(HEADPOSE_MODELS))}; "
-                       f"the legacy metrics' networks (`theval legacy`, only when named): "
-                       f"{', '.join(sorted(LEGACY_MODELS))}")
+                       f"the classic metrics' networks (`theval classic`, only when named): "
+                       f"{', '.join(sorted(CLASSIC_MODELS))}")
         if name == "stand-in":
             a.add_argument("--seed", type=int, default=0, help="numpy seed (default 0)")
             a.add_argument("--reference-extras", action="store_true",
@@ -60,7 +60,7 @@ def format_rows(rows, verified: bool) -> str:
 
 def _hints(rows) -> list[str]:
     urls = {f.name: f.url for m in [*MODELS.values(), *HEADPOSE_MODELS.values(),
-                                     *LEGACY_MODELS.values()] for f in m.files}
+                                     *CLASSIC_MODELS.values()] for f in m.files}
     return [f"missing: download {urls[r.file]} to {r.path}" for r in rows if not r.present]
 
 
@@ -75,7 +75,7 @@ def run(args) -> int:
         named = args.model or [*MODELS, *HEADPOSE_MODELS]
         marker = stand_in.write(store, args.seed, [m for m in named if m in MODELS],
                                 args.reference_extras, headpose=any(m in HEADPOSE_MODELS for m in named),
-                                legacy=[m for m in named if m in LEGACY_MODELS])
+                                classic=[m for m in named if m in CLASSIC_MODELS])
         print(f"wrote {len(marker['files'])} stand-in file(s) (seed {args.seed}) to {store}; their "
               "scores mean nothing, `theval weights verify` refuses them and results name them "
               f"{ws.stand_in_label(args.seed)}")

@@ -18,7 +18,7 @@ from theval_mesh.outputs.results_files import RESULTS_JSONL
 from theval_mesh.outputs.run_files import check_folder
 from theval_mesh.outputs.whole_files import write_text
 from theval_mesh.pure.errors import UserError
-from theval_mesh.pure.metrics import legacy as lm
+from theval_mesh.pure.metrics import classic as lm
 from theval_mesh.pure.metrics.registry import FACE_QUALITY, MOUTH_QUALITY, QUALITY, REGISTRY, in_group
 from theval_mesh.pure.scoring.compat import PUBLISHED_BLOCKERS
 from theval_mesh.pure.scoring.final_score import group_scores
@@ -253,17 +253,18 @@ def _leaderboard_table(doc: dict, published: list[dict]) -> str:
     return "".join(out)
 
 
-def _legacy_section(doc: dict) -> str:
-    """The legacy metrics (results.json "legacy", written by `theval legacy --out` into this
-    folder): each model's means with their intervals, in a paper's column order, and their notes."""
-    block = doc.get("legacy")
+def _classic_section(doc: dict) -> str:
+    """The classic metrics (results.json "classic", written by `theval classic --out` into this
+    folder; "legacy" in folders written before the rename): each model's means with their intervals,
+    in a paper's column order, and their notes."""
+    block = doc.get("classic") or doc.get("legacy")
     if not block:
         return ""
     summary = block["summary"]
     columns = [c for c in lm.TABLE_ORDER if any(r.get(c) is not None for r in summary)]
     arrows = {True: "&uarr;", False: "&darr;"}
-    out = ['<section id="legacy-section"><h2>Legacy metrics (theval legacy; not in the Final score)</h2>',
-           '<table id="legacy" class="sortable"><thead><tr><th>Model</th>']
+    out = ['<section id="classic-section"><h2>Classic metrics (theval classic; not in the Final score)</h2>',
+           '<table id="classic" class="sortable"><thead><tr><th>Model</th>']
     out += [f"<th>{html.escape(lm.PUBLISHED_NAMES.get(c, c))} {arrows[lm.HIGHER_IS_BETTER[c]]}</th>" for c in columns]
     out.append("</tr></thead><tbody>")
     for r in summary:
@@ -346,7 +347,7 @@ def build_report(results_dir, out=None, thumbnails: int | None = THUMBNAILS_PER_
     values = {
         "TITLE": html.escape(title or f"THEval report: {results_dir.name}"), "PLOTLY": plotly.offline.get_plotlyjs(),
         "BANNER": banner, "LEVEL": _level(doc), "TABLE": _leaderboard_table(doc, published),
-        "NOTES": _notes(doc), "LEGACY": _legacy_section(doc), "RADAR": html.escape(_radar_note(proxies)), "PROVENANCE": _provenance(doc),
+        "NOTES": _notes(doc), "CLASSIC": _classic_section(doc), "RADAR": html.escape(_radar_note(proxies)), "PROVENANCE": _provenance(doc),
         "THUMBS": "every video" if thumbnails is None else
                   f"the {thumbnails} lowest-scored videos of each model ({shown} videos)",
         "FIGURES": _json_for_script({k: json.loads(f.to_json()) for k, f in figures.items()}),

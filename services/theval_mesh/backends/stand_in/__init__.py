@@ -20,7 +20,7 @@ designed: only the coarsest level (stride 32, anchors of 256 and 512 px) scores 
 threshold, boxes and five landmarks are the anchor's own plus a small content-dependent shift, so
 facexlib keeps the box nearest the image centre: a CENTRE-PRIOR detector, which on a centred
 talking head lands on the face and on anything else lands on the centre. syncnet_python's S3FD
-(`sfd_face.pth`) is designed the same way (backends/legacy/s3fd.py stand_in_state).
+(`sfd_face.pth`) is designed the same way (backends/classic/s3fd.py stand_in_state).
 
 FaceXFormer (`model.pt`, head pose; backends/headpose/facexformer_net.py) follows the same rules
 with two exceptions (facexformer_state):
@@ -41,8 +41,8 @@ provenance names them `stand-in:<seed>`.
 
 The package: rules.py (the rules above and the values digest), detectors.py (the designed face
 detectors and the Keras HDF5 file), facexformer.py (FaceXFormer and its Swin-B init), writer.py
-(a store of them and its marker, the legacy metrics' networks included). The legacy networks'
-own stand-in states are beside their code (backends/legacy/<network>.py stand_in_state).
+(a store of them and its marker, the classic metrics' networks included). The classic networks'
+own stand-in states are beside their code (backends/classic/<network>.py stand_in_state).
 """
 from theval_mesh.backends.stand_in.writer import write
 

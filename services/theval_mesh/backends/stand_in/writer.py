@@ -17,10 +17,10 @@ GENERATOR = "theval stand-in weights v1"
 # Where the reference scripts' timm ResNet-50 init is read (not in our store: CFANet-R50 is built
 # without it); written only on request, for the reference runner.
 TIMM_RESNET50 = "timm/resnet50.a1_in1k/model.safetensors"
-# The legacy metrics' networks (registry.LEGACY_MODELS): the module of backends/legacy whose
+# The classic metrics' networks (registry.CLASSIC_MODELS): the module of backends/classic whose
 # stand_in_state(seed) gives the state, and the format of the file: a torch state dict, or the
 # scripted network (FVD's I3D is published as TorchScript: the module's write_torchscript).
-LEGACY_NETWORKS = {"syncnet": ("syncnet", "state_dict"), "arcface": ("arcface", "state_dict"),
+CLASSIC_NETWORKS = {"syncnet": ("syncnet", "state_dict"), "arcface": ("arcface", "state_dict"),
                    "s3fd": ("s3fd", "state_dict"), "fid-inception": ("fid", "state_dict"),
                    "fvd-i3d": ("i3d", "torchscript")}
 
@@ -52,13 +52,13 @@ def _pyiqa_nets():
 
 
 def write(store: Path, seed: int = 0, models=None, reference_extras: bool = False,
-          headpose: bool = False, legacy=()) -> dict:
+          headpose: bool = False, classic=()) -> dict:
     """Write the stand-in files of `models` (default: every quality model; () for none) into `store`
     and the STAND-IN.json marker; returns the marker's content. reference_extras: also the files
     only the reference's code reads: the timm ResNet-50 init of its pyiqa 0.1.13 (`TIMM_RESNET50`,
     safetensors) and, with headpose, torchvision's Swin-B init FaceXFormer's constructor reads
     (`SWIN_B`). headpose: also FaceXFormer's `model.pt` and retina-face 0.0.17's Keras weights
-    (`RETINAFACE_H5`, HDF5). legacy: names of the legacy metrics' networks (registry.LEGACY_MODELS)
+    (`RETINAFACE_H5`, HDF5). classic: names of the classic metrics' networks (registry.CLASSIC_MODELS)
     to write too."""
     import torch
     from facexlib.parsing.parsenet import ParseNet
@@ -102,8 +102,8 @@ def write(store: Path, seed: int = 0, models=None, reference_extras: bool = Fals
         if reference_extras:
             save(SWIN_B, swin_b_state(seed, state))
         write_retinaface(store, seed, written)
-    for name in legacy:
-        _write_legacy(store, name, seed, save, written)
+    for name in classic:
+        _write_classic(store, name, seed, save, written)
     marker = {"generator": GENERATOR, "seed": seed, "files": written}
     old = read_marker(store)
     if old and old.get("seed") == seed:
@@ -124,14 +124,14 @@ def _write_timm_resnet50(store: Path, seed: int, written: dict) -> None:
     written[TIMM_RESNET50] = {"values_sha256": values_digest(state), "sha256": sha256_file(path)}
 
 
-def _write_legacy(store: Path, name: str, seed: int, save, written: dict) -> None:
-    from theval_mesh.backends.weights.registry import LEGACY_MODELS
+def _write_classic(store: Path, name: str, seed: int, save, written: dict) -> None:
+    from theval_mesh.backends.weights.registry import CLASSIC_MODELS
 
-    if name not in LEGACY_NETWORKS:
-        raise UserError(f"no stand-in for {name!r}; the legacy networks: {', '.join(LEGACY_NETWORKS)}")
-    module_name, form = LEGACY_NETWORKS[name]
-    module = import_module(f"theval_mesh.backends.legacy.{module_name}")
-    file_name = LEGACY_MODELS[name].main.name
+    if name not in CLASSIC_NETWORKS:
+        raise UserError(f"no stand-in for {name!r}; the classic networks: {', '.join(CLASSIC_NETWORKS)}")
+    module_name, form = CLASSIC_NETWORKS[name]
+    module = import_module(f"theval_mesh.backends.classic.{module_name}")
+    file_name = CLASSIC_MODELS[name].main.name
     if form == "state_dict":
         save(file_name, module.stand_in_state(seed))
         return

@@ -117,7 +117,7 @@ METRIC_MODELS = {
 
 @dataclass(frozen=True)
 class Network:
-    """A network the store holds outside pyiqa (head pose, the legacy metrics): its files only."""
+    """A network the store holds outside pyiqa (head pose, the classic metrics): its files only."""
     name: str
     network: str  # its name in messages
     metrics: str  # the columns it computes
@@ -128,7 +128,7 @@ class Network:
         return self.files[0]
 
 
-LegacyModel = Network  # a network of a legacy metric (`theval legacy`, the paper's Table 2)
+ClassicModel = Network  # a network of a classic metric (`theval classic`, the paper's Table 2)
 
 # Head pose the reference's way (Naturalness/head_motion_dynamics.py at 3603338): FaceXFormer's
 # head-pose output on the crop of the face retina-face finds. `model.pt` is the file of
@@ -149,36 +149,36 @@ HEADPOSE_MODELS = {m.name: m for m in (
 # weights fetch` downloads them only when named (--model syncnet ...). Checksums: only the FID
 # file's name carries a published prefix (the torch.hub convention, as pyiqa's files); nobody
 # publishes one for the other two, so `verify` reports them "unverified".
-LEGACY_MODELS = {m.name: m for m in (
+CLASSIC_MODELS = {m.name: m for m in (
     # joonson/syncnet_python, download_model.sh (the SyncNet of LSE-C/LSE-D, as Wav2Lip evaluates)
-    LegacyModel("syncnet", "SyncNet", "LSE-C/LSE-D", (WeightFile(
+    ClassicModel("syncnet", "SyncNet", "LSE-C/LSE-D", (WeightFile(
         "syncnet_v2.model", "https://www.robots.ox.ac.uk/~vgg/software/lipsync/data/syncnet_v2.model",
         None, "main"),)),
     # the same download_model.sh: S3FD, run_pipeline.py's face detector. Optional: without it LSE
-    # finds faces with MediaPipe's BlazeFace instead (backends/legacy/face_track.py says which)
-    LegacyModel("s3fd", "S3FD", "LSE-C/LSE-D S3FD face detection", (WeightFile(
+    # finds faces with MediaPipe's BlazeFace instead (backends/classic/face_track.py says which)
+    ClassicModel("s3fd", "S3FD", "LSE-C/LSE-D S3FD face detection", (WeightFile(
         "sfd_face.pth", "https://www.robots.ox.ac.uk/~vgg/software/lipsync/data/sfd_face.pth",
         None, "main"),)),
     # pytorch-fid's port of the TF FID Inception, at the address pyiqa 0.1.16 loads it from
     # (archs/inception.py FID_WEIGHTS_URL)
-    LegacyModel("fid-inception", "FID Inception", "FID", (_pyiqa("pt_inception-2015-12-05-6726825d.pth"),)),
+    ClassicModel("fid-inception", "FID Inception", "FID", (_pyiqa("pt_inception-2015-12-05-6726825d.pth"),)),
     # insightface arcface_torch's iresnet100 (model zoo: ms1mv3_arcface_r100_fp16, backbone.pth),
     # the identity network of CSIM. Its zoo serves it from a shared drive, not a stable file URL:
     # the url is the zoo's page; `fetch` cannot get it, copy it by hand.
-    LegacyModel("arcface", "ArcFace iresnet100", "CSIM", (WeightFile(
+    ClassicModel("arcface", "ArcFace iresnet100", "CSIM", (WeightFile(
         "backbone.pth", "https://github.com/deepinsight/insightface/tree/master/model_zoo", None, "main"),)),
     # StyleGAN-V's TorchScript I3D (src/metrics/frechet_video_distance.py detector_url)
-    LegacyModel("fvd-i3d", "FVD I3D", "FVD", (WeightFile(
+    ClassicModel("fvd-i3d", "FVD I3D", "FVD", (WeightFile(
         "i3d_torchscript.pt", "https://www.dropbox.com/s/ge9e5ujwgetktms/i3d_torchscript.pt?dl=1",
         None, "main"),)),
 )}
 
 
 def model(name: str) -> QualityModel | Network:
-    """A quality model, the head-pose network or a legacy metric's network, by name (the weights
+    """A quality model, the head-pose network or a classic metric's network, by name (the weights
     store knows them all)."""
     try:
-        return MODELS.get(name) or HEADPOSE_MODELS.get(name) or LEGACY_MODELS[name]
+        return MODELS.get(name) or HEADPOSE_MODELS.get(name) or CLASSIC_MODELS[name]
     except KeyError:
-        known = ", ".join([*MODELS, *HEADPOSE_MODELS, *LEGACY_MODELS])
+        known = ", ".join([*MODELS, *HEADPOSE_MODELS, *CLASSIC_MODELS])
         raise UserError(f"unknown model {name!r}; known: {known}") from None

@@ -1,6 +1,6 @@
 """syncnet_python's face tracks and crops (run_pipeline.py `track_shot` and `crop_video`), as
 geometry: boxes in, tracks and crop windows out. Pure; the detector and the pixels are in
-backends/legacy/syncnet.py.
+backends/classic/syncnet.py.
 
 Tracking (`track_shot`): a track starts at the first unused detection; the next frames' detections
 join it, in frame order, while they overlap its last box by IoU > 0.5 and come at most 25 frames

@@ -1,6 +1,6 @@
 """Identity similarity (CSIM): the cosine similarity of face-recognition embeddings of each
 generated frame's face and of the source identity, averaged over frames. Pure: landmarks and
-embeddings in, numbers out (backends/legacy/arcface.py runs the network).
+embeddings in, numbers out (backends/classic/arcface.py runs the network).
 
 Faces are aligned the insightface way (`insightface.utils.face_align.norm_crop`): the similarity
 transform (rotation, uniform scale, translation; least squares, Umeyama) taking the face's five

@@ -2,7 +2,7 @@
 (joonson/syncnet_python, SyncNetInstance.py `calc_pdist` and `evaluate`; the values Wav2Lip's
 evaluation calls LSE-D = the minimum of the mean distances, LSE-C = their median minus it).
 
-Pure: features in, numbers out. `backends/legacy/syncnet.py` runs the network that makes them.
+Pure: features in, numbers out. `backends/classic/syncnet.py` runs the network that makes them.
 
 The windows: video feature i covers frames i..i+4 (5 frames at 25 fps), audio feature i covers
 MFCC steps 4i..4i+19 (the same 0.2 s at 100 MFCC steps/s). For each video window i and each shift
@@ -20,7 +20,7 @@ WINDOW = 5           # video frames per SyncNet window
 MFCC_PER_FRAME = 4   # 100 MFCC steps/s / 25 fps
 MFCC_WINDOW = 20     # MFCC steps per window (0.2 s)
 PAIRWISE_EPS = 1e-6
-# How the face tracks' crops and audio are made (backends/legacy/face_track.py): syncnet_python's
+# How the face tracks' crops and audio are made (backends/classic/face_track.py): syncnet_python's
 # ffmpeg and OpenCV conversions (the published numbers'), or the decoded pixels as they are.
 SYNCNET_PYTHON, IN_PROCESS = PIPELINES = ("syncnet_python", "in-process")  # torch.nn.functional.pairwise_distance adds eps to the difference
 

@@ -1,6 +1,6 @@
 """S3FD's box arithmetic as syncnet_python's detector does it (detectors/s3fd/box_utils.py and
 detect_faces in detectors/s3fd/__init__.py): prior boxes, decoding, the two NMS passes and the
-reading of the detections. Pure: arrays in, arrays out; the network is backends/legacy/s3fd.py.
+reading of the detections. Pure: arrays in, arrays out; the network is backends/classic/s3fd.py.
 
 S3FD predicts, for every cell of six feature maps (strides 4..128), one square prior box of side
 16..512 px (in the network's input pixels) centred on the cell, a face probability and four box

@@ -88,7 +88,7 @@ def _means(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
 
 def mean_intervals(values, resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL) -> list[tuple]:
     """The percentile bootstrap interval of the mean of each column of values (videos, columns)
-    over its videos, NaN values left out (the legacy metrics' intervals). Fewer than 2 values: no
+    over its videos, NaN values left out (the classic metrics' intervals). Fewer than 2 values: no
     interval (NaN bounds), since one video says nothing of the spread."""
     values = np.asarray(values, float).reshape(len(values), -1)
     none = (float("nan"), float("nan"))

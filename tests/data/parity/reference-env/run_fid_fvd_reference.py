@@ -1,5 +1,5 @@
 """FID and FVD oracle: pytorch-fid's own code and StyleGAN-V's own FVD code, unmodified, on frames of
-the parity clips and the STAND-IN weights, writing ../legacy/fid_fvd_oracle.json.
+the parity clips and the STAND-IN weights, writing ../classic/fid_fvd_oracle.json.
 
 Run with the reference environment's Python (models-venv: torch 2.6.0, torchvision 0.21.0, scipy,
 plus `pip install --no-deps pytorch-fid==0.3.0` and `pip install omegaconf` for StyleGAN-V's imports):
@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
 CLIPS = ROOT / "tests" / "data" / "parity" / "clips"
-OUT = ROOT / "tests" / "data" / "parity" / "legacy" / "fid_fvd_oracle.json"
+OUT = ROOT / "tests" / "data" / "parity" / "classic" / "fid_fvd_oracle.json"
 SPEAKERS = ("astronaut_de", "t1center_en", "t1left_de", "tom_it")
 SETS = {"A": "gt", "B": "noisy"}
 FRAMES = 32  # frames 0..31 of each clip
@@ -50,7 +50,7 @@ def prepare(work: Path) -> None:
     from theval_mesh.backends import stand_in
     from theval_mesh.backends.media.decode import MediaReader
 
-    marker = stand_in.write(work / "store", SEED, models=(), legacy=["fid-inception", "fvd-i3d"])
+    marker = stand_in.write(work / "store", SEED, models=(), classic=["fid-inception", "fvd-i3d"])
     for side, kind in SETS.items():
         for speaker in SPEAKERS:
             folder = work / "frames" / side / speaker

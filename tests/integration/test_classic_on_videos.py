@@ -1,4 +1,4 @@
-"""`theval legacy` on real videos of the synthetic face (synth's renderer, H.264 files) through
+"""`theval classic` on real videos of the synthetic face (synth's renderer, H.264 files) through
 real MediaPipe: identity, noise, a shifted face, a frozen mouth, pairing and failures by name,
 absent network weights. About 10 s (256 px, 20 frames, 5 models)."""
 import csv
@@ -11,8 +11,8 @@ import pytest
 from tests.support.video_files import gradient, write_video
 from theval_mesh.commands.cli import main as cli
 from theval_mesh.pure.errors import UserError
-from theval_mesh.pure.metrics import legacy as lm
-from theval_mesh.studies import legacy_metrics
+from theval_mesh.pure.metrics import classic as lm
+from theval_mesh.studies import classic_metrics
 from theval_mesh.synth import motion
 from theval_mesh.synth.face_geometry import face_geometry
 from theval_mesh.synth.face_warp import FaceRenderer
@@ -36,7 +36,7 @@ def _noise(sigma, seed):
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory):
     """gt/clip_a.mp4 (the mouth opens and closes) and generated folders, one model each."""
-    root = tmp_path_factory.mktemp("legacy")
+    root = tmp_path_factory.mktemp("classic")
     open_px = motion.FACE_MOUTH_MAX * face_geometry(SIZE).face_width
     mouth = open_px * 0.5 * (1 - np.cos(2 * np.pi * np.arange(FRAMES) / 10))
     write_mp4(root / "gt" / "clip_a.mp4", _frames(mouth), FPS)
@@ -60,9 +60,9 @@ def videos(tmp_path_factory):
 @pytest.fixture(scope="module")
 def scored(videos, tmp_path_factory):
     store = tmp_path_factory.mktemp("empty-store")
-    models = legacy_metrics.generated_models([str(videos / m) for m in
+    models = classic_metrics.generated_models([str(videos / m) for m in
                                       ("same", "noise_low", "noise_high", "shifted", "frozen")])
-    result = legacy_metrics.run(models, videos / "gt", store=store, progress=False)
+    result = classic_metrics.run(models, videos / "gt", store=store, progress=False)
     return {r.model: r for r in result.rows}, result
 
 
@@ -114,19 +114,19 @@ def test_network_metrics_without_weights_are_nan_with_the_reason(scored, tmp_pat
 
 def test_cli_pairs_by_name_and_failures_stay_alone(videos, tmp_path, capsys):
     out = tmp_path / "out"
-    code = cli(["legacy", "--generated", str(videos / "broken"), "--gt", str(videos / "gt"),
+    code = cli(["classic", "--generated", str(videos / "broken"), "--gt", str(videos / "gt"),
                 "--out", str(out), "--model", "m", "--store", str(tmp_path / "store"), "--no-progress"])
     printed = capsys.readouterr().out
     assert code == 3  # partial
-    rows = {r["video"].rsplit("/", 1)[1]: r for r in csv.DictReader(open(out / "legacy.csv"))}
-    assert list(next(iter(rows.values()))) == list(legacy_metrics.CSV_COLUMNS)
+    rows = {r["video"].rsplit("/", 1)[1]: r for r in csv.DictReader(open(out / "classic.csv"))}
+    assert list(next(iter(rows.values()))) == list(classic_metrics.CSV_COLUMNS)
     assert rows["clip_a.mp4"]["status"] == "ok" and float(rows["clip_a.mp4"]["ssim"]) == 1.0
-    assert rows["orphan.mp4"]["reason"] == (f"no GT video named orphan.mp4 in {videos / 'gt'}: legacy metrics "
+    assert rows["orphan.mp4"]["reason"] == (f"no GT video named orphan.mp4 in {videos / 'gt'}: classic metrics "
                                             "pair generated and GT videos by file name")
     assert rows["clip_b.mp4"]["status"] == "failed" and "clip_b.mp4" in rows["clip_b.mp4"]["reason"]
     assert "no face found" in rows["clip_c.mp4"]["reason"] and "clip_c.mp4" in rows["clip_c.mp4"]["reason"]
     assert rows["clip_a.mp4"]["lse_c"] == ""  # NaN, as the project's CSVs write it
-    summary = list(csv.DictReader(open(out / "legacy_summary.csv")))
+    summary = list(csv.DictReader(open(out / "classic_summary.csv")))
     assert list(summary[0])[:9] == ["Model", "LMD-F", "LMD-M", "PSNR", "SSIM", "LSE-C", "LSE-D", "FID", "FVD"]
     assert summary[0]["Model"] == "m" and summary[0]["n:PSNR"] == "1" and summary[0]["FID"] == ""
     assert printed.count("LSE-C/LSE-D skipped: SyncNet weights syncnet_v2.model") == 1  # once
@@ -138,5 +138,5 @@ def test_no_pair_at_all_is_one_clear_error(videos, tmp_path):
     folder.mkdir()
     shutil.copy(videos / "gt" / "clip_a.mp4", folder / "other.mp4")
     with pytest.raises(UserError, match="none of the 1 generated video.*same file name"):
-        legacy_metrics.run(legacy_metrics.generated_models([str(folder)]), videos / "gt", store=tmp_path, progress=False)
-    assert cli(["legacy", "--generated", str(folder), "--gt", str(tmp_path / "nowhere")]) == 1
+        classic_metrics.run(classic_metrics.generated_models([str(folder)]), videos / "gt", store=tmp_path, progress=False)
+    assert cli(["classic", "--generated", str(folder), "--gt", str(tmp_path / "nowhere")]) == 1

@@ -1,5 +1,5 @@
-"""Legacy metrics of the paper's Table 2, for comparison with THEval: LMD-F, LMD-M, PSNR, SSIM,
-and the Fréchet distance behind FID/FVD. Pure: arrays in, numbers out (`studies/legacy_metrics.py` decodes,
+"""Classic metrics of the paper's Table 2, for comparison with THEval: LMD-F, LMD-M, PSNR, SSIM,
+and the Fréchet distance behind FID/FVD. Pure: arrays in, numbers out (`studies/classic_metrics.py` decodes,
 pairs the frames and runs FaceMesh).
 """
 import math
@@ -190,7 +190,7 @@ def summary_row(model: str, values: dict, intervals: dict | None = None) -> dict
 
 
 def summary_latex(summary: list[dict], notes: list[str], decimals: int = 3) -> str:
-    """The legacy metrics as a booktabs tabular in TABLE_ORDER, arrows for the better direction,
+    """The classic metrics as a booktabs tabular in TABLE_ORDER, arrows for the better direction,
     each cell "mean $\\pm$ half-width" of its bootstrap interval, the best model per column in bold,
     "--" without a value. notes: comment lines above it (provenance, sample sizes, stand-ins)."""
     summary = [{c: math.nan for c in COLUMNS} | row for row in summary]
@@ -210,7 +210,7 @@ def summary_latex(summary: list[dict], notes: list[str], decimals: int = 3) -> s
         return rf"\textbf{{{text}}}" if len(summary) > 1 and round(row[c], decimals) == best[c] else text
 
     arrows = {True: r"$\uparrow$", False: r"$\downarrow$"}
-    lines = ["% Legacy metrics (theval legacy). Needs \\usepackage{booktabs}.",
+    lines = ["% Classic metrics (theval classic). Needs \\usepackage{booktabs}.",
              "% Each cell: the mean over a model's videos $\\pm$ half-width of its 95 % percentile bootstrap "
              "interval over videos; bold: the best model per column; --: no value.",
              *(["% FID, FVD: the set's value $\\pm$ half-width of its bootstrap interval over video pairs; biased "

@@ -14,11 +14,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from theval_mesh.backends.legacy.networks import weight_file
+from theval_mesh.backends.classic.networks import weight_file
 from theval_mesh.pure.errors import WeightsMissing
 from theval_mesh.pure.metrics import s3fd_boxes as sb
 
-NAME = "s3fd"  # registry.LEGACY_MODELS key
+NAME = "s3fd"  # registry.CLASSIC_MODELS key
 CONF_TH = 0.9      # run_pipeline.py inference_video: detect_faces(conf_th=0.9, ...)
 SCALES = (0.25,)   # run_pipeline.py --facedet_scale default
 L2NORM_SCALES = {"L2Norm3_3": (256, 10.0), "L2Norm4_3": (512, 8.0), "L2Norm5_3": (512, 5.0)}
@@ -115,7 +115,7 @@ class S3FD:
         self.path, self.store = path, store
 
     def describe(self) -> str:
-        from theval_mesh.backends.legacy.networks import describe
+        from theval_mesh.backends.classic.networks import describe
 
         return f"S3FD {describe(NAME, self.store)} at conf {CONF_TH}, scale {SCALES[0]} (syncnet_python's)"
 

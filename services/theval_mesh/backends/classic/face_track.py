@@ -13,7 +13,7 @@ audio at 16 kHz mono 16-bit cut to its frames. Two ways, named in provenance (PI
       Faster, but NOT the published numbers' preprocessing: the JPEG and XVID steps move LSE
       (`theval robustness` measures by how much on your clips).
 
-The faces: syncnet_python's S3FD (backends/legacy/s3fd.py, at its conf 0.9 and scale 0.25) when
+The faces: syncnet_python's S3FD (backends/classic/s3fd.py, at its conf 0.9 and scale 0.25) when
 `sfd_face.pth` is in the weights store; else MediaPipe's face detector (BlazeFace, short range,
 its weights ship in the mediapipe package), named in provenance (detector_name). Either way the
 video is one shot: no PySceneDetect cut detection (talking-head clips are single shots).

@@ -1,4 +1,4 @@
-"""`theval legacy`: the paper's Table 2 legacy metrics (LMD-F, LMD-M, PSNR, SSIM; LSE-C/LSE-D, FID
+"""`theval classic`: the paper's Table 2 classic metrics (LMD-F, LMD-M, PSNR, SSIM; LSE-C/LSE-D, FID
 and FVD when their networks' weights are in the store) of generated videos against GT videos."""
 from theval_mesh.pure.exit_codes import EXIT_OK, EXIT_PARTIAL
 from theval_mesh.pure.metrics import lse
@@ -6,7 +6,7 @@ from theval_mesh.pure.metrics import lse
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "legacy", help="the usual talking-head metrics beside THEval's (LSE-C/D, FID, FVD, LMD, PSNR, SSIM)",
+        "classic", aliases=["legacy"], help="the usual talking-head metrics beside THEval's (LSE-C/D, FID, FVD, LMD, PSNR, SSIM)",
         description="Compare each generated video with the GT video of the same file name: LMD-F and "
                     "LMD-M (FaceMesh landmarks, 256-scale px), PSNR and SSIM, frames paired by index "
                     "up to the shorter video; LSE-C/LSE-D and the AV offset (SyncNet, syncnet_python's "
@@ -16,8 +16,8 @@ def register(subparsers) -> None:
     p.add_argument("--generated", required=True, nargs="+", action="extend", metavar="DIR_OR_FILE",
                    help="folders (one model each) or video files of generated videos")
     p.add_argument("--gt", required=True, metavar="DIR", help="folder of the GT videos, same file names")
-    p.add_argument("--out", default="legacy_results", metavar="DIR",
-                   help="output folder for legacy.csv and legacy_summary.csv (default: ./legacy_results)")
+    p.add_argument("--out", default="classic_results", metavar="DIR",
+                   help="output folder for classic.csv and classic_summary.csv (default: ./classic_results)")
     p.add_argument("--model", action="append", metavar="NAME",
                    help="model name (default: the folder's name); once for all --generated paths, or "
                         "once per path in the same order")
@@ -34,14 +34,14 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from theval_mesh.studies import legacy_metrics  # MediaPipe and scikit-image only when the command runs
+    from theval_mesh.studies import classic_metrics  # MediaPipe and scikit-image only when the command runs
 
-    models = legacy_metrics.generated_models(args.generated, args.model)
-    result = legacy_metrics.run(models, args.gt, store=args.store, progress=not args.no_progress,
+    models = classic_metrics.generated_models(args.generated, args.model)
+    result = classic_metrics.run(models, args.gt, store=args.store, progress=not args.no_progress,
                                 lse_pipeline=args.lse_pipeline, source_image=args.source_image)
-    videos, summary = legacy_metrics.write_outputs(result, args.out)
-    print(legacy_metrics.format_summary(result))
-    for line in legacy_metrics.notes(result):  # stand-in warning, provenance, sample sizes
+    videos, summary = classic_metrics.write_outputs(result, args.out)
+    print(classic_metrics.format_summary(result))
+    for line in classic_metrics.notes(result):  # stand-in warning, provenance, sample sizes
         print(line)
     for reason in result.skipped:
         print(reason)

@@ -1,6 +1,6 @@
 """FVD over videos, as StyleGAN-V's `src/metrics/frechet_video_distance.py` (universome/stylegan-v,
 the FVD most video toolkits copy) computes it, with its detector `i3d_torchscript.pt` from the weights
-store (registry.LEGACY_MODELS['fvd-i3d']; a stand-in from backends/legacy/i3d.py where the published
+store (registry.CLASSIC_MODELS['fvd-i3d']; a stand-in from backends/classic/i3d.py where the published
 file cannot be had).
 
 Per clip: CLIP_LENGTH = 16 consecutive frames (subsample_factor 1), RGB uint8 as float in [0, 255],
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from theval_mesh.backends.legacy import networks
-from theval_mesh.pure.metrics.legacy import frechet_distance_stats, gaussian_stats
+from theval_mesh.backends.classic import networks
+from theval_mesh.pure.metrics.classic import frechet_distance_stats, gaussian_stats
 
 NAME = "fvd-i3d"
 CLIP_LENGTH = 16

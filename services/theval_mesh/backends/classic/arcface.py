@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from theval_mesh.backends.legacy.networks import weight_file
+from theval_mesh.backends.classic.networks import weight_file
 from theval_mesh.pure.errors import WeightsMissing
 from theval_mesh.pure.metrics import identity
 

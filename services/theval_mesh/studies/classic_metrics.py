@@ -1,11 +1,11 @@
-"""`theval legacy`: the paper's Table 2 legacy metrics of generated videos against their GT videos.
+"""`theval classic`: the paper's Table 2 classic metrics of generated videos against their GT videos.
 
 Generated and GT videos are paired by file name. Per pair: LMD-F / LMD-M (FaceMesh, one tracking
 pass per video as the project's single pass) and PSNR / SSIM, frames paired by index up to the
 shorter video. LSE-C/LSE-D and the AV offset per generated video with SyncNet
-(backends/legacy/syncnet.py: syncnet_python's face tracks, crops and offset search) when its
-weights are in the store. FID and FVD need network weights (backends/legacy): NaN, with the
-reason shown once. The math is in pure/metrics/legacy.py and pure/metrics/lse.py.
+(backends/classic/syncnet.py: syncnet_python's face tracks, crops and offset search) when its
+weights are in the store. FID and FVD need network weights (backends/classic): NaN, with the
+reason shown once. The math is in pure/metrics/classic.py and pure/metrics/lse.py.
 """
 import json
 import math
@@ -17,10 +17,10 @@ import cv2
 import numpy as np
 from tqdm import tqdm
 
+from theval_mesh.backends.classic.networks import skip_reason
 from theval_mesh.backends.landmarks.backend import FaceTracker
 from theval_mesh.backends.landmarks.passes import SINGLE
 from theval_mesh.backends.landmarks.series import LandmarkSeries
-from theval_mesh.backends.legacy.networks import skip_reason
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.core.inputs import VIDEO_SUFFIXES, discover, videos_in
 from theval_mesh.core.results import json_safe
@@ -29,23 +29,23 @@ from theval_mesh.outputs.whole_files import write_text
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UsageRefused, UserError, VideoError, WeightsMissing
 from theval_mesh.pure.limits import Limits
+from theval_mesh.pure.metrics import classic as lm
 from theval_mesh.pure.metrics import identity, lse
-from theval_mesh.pure.metrics import legacy as lm
 from theval_mesh.pure.scoring import uncertainty
 from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX
 
 OK, FAILED = "ok", "failed"
-# Network -> the summary columns it would fill (all NaN in this version, see backends/legacy).
+# Network -> the summary columns it would fill (all NaN in this version, see backends/classic).
 NETWORK_COLUMNS = {"syncnet": (lm.LSE_C, lm.LSE_D), "fid-inception": (lm.FID,), "fvd-i3d": (lm.FVD,),
                    "arcface": (lm.CSIM,)}
-# legacy.csv column -> summary column, for the per-video metrics
+# classic.csv column -> summary column, for the per-video metrics
 PER_VIDEO = {"lmd_f": lm.LMD_F, "lmd_m": lm.LMD_M, "psnr": lm.PSNR, "ssim": lm.SSIM,
              "lse_c": lm.LSE_C, "lse_d": lm.LSE_D, "csim": lm.CSIM}
 
 
 @dataclass
-class LegacyRow:
-    """One generated video: a line of legacy.csv."""
+class ClassicRow:
+    """One generated video: a line of classic.csv."""
     model: str
     video: str
     gt_video: str = ""
@@ -65,24 +65,24 @@ class LegacyRow:
     frames_skipped: int = 0
 
 
-CSV_COLUMNS = tuple(LegacyRow.__dataclass_fields__)
+CSV_COLUMNS = tuple(ClassicRow.__dataclass_fields__)
 
 
 @dataclass
-class LegacyRun:
-    rows: list[LegacyRow]
-    summary: list[dict]                              # one per model, pure.metrics.legacy.summary_row
+class ClassicRun:
+    rows: list[ClassicRow]
+    summary: list[dict]                              # one per model, pure.metrics.classic.summary_row
     skipped: list[str] = field(default_factory=list)  # why the network columns are NaN, once each
     provenance: dict = field(default_factory=dict)   # column(s) -> what computed them
     # (model, FID|FVD) -> (generated, GT) frames|clips, (generated, GT) videos, resamples of its interval
     samples: dict = field(default_factory=dict)
 
     @property
-    def failed(self) -> list[LegacyRow]:
+    def failed(self) -> list[ClassicRow]:
         return [r for r in self.rows if r.status == FAILED]
 
     def to_latex(self, decimals: int = 3) -> str:
-        """The booktabs table legacy.tex holds: a paper's column order, mean +- half-width."""
+        """The booktabs table classic.tex holds: a paper's column order, mean +- half-width."""
         return lm.summary_latex(self.summary, notes(self), decimals)
 
 
@@ -107,7 +107,7 @@ def gt_videos(gt_dir) -> dict[str, Path]:
     """GT videos by stem (the first one in sorted order when two share a stem)."""
     folder = Path(gt_dir)
     if not folder.is_dir():
-        raise UserError(f"--gt {gt_dir}: not a folder; legacy metrics pair each generated video with the GT "
+        raise UserError(f"--gt {gt_dir}: not a folder; classic metrics pair each generated video with the GT "
                         "video of the same file name in that folder")
     found = {}
     for v in videos_in(folder):
@@ -117,26 +117,26 @@ def gt_videos(gt_dir) -> dict[str, Path]:
     return found
 
 
-def pair_by_name(models: list[tuple[str, str]], gt_dir) -> list[LegacyRow]:
+def pair_by_name(models: list[tuple[str, str]], gt_dir) -> list[ClassicRow]:
     """A row per generated video, with its GT video, or failed with the reason it has none."""
     gts = gt_videos(gt_dir)
     rows = []
     for model, path in models:
         for item in discover(model, path):
             if item.missing:
-                rows.append(LegacyRow(model, item.video, status=FAILED, reason=f"{item.video}: {item.missing}"))
+                rows.append(ClassicRow(model, item.video, status=FAILED, reason=f"{item.video}: {item.missing}"))
                 continue
             name = Path(item.video)
             gt = gts.get(name.stem)
             if gt is None:
-                rows.append(LegacyRow(model, item.video, status=FAILED, reason=(
-                    f"no GT video named {name.name} in {gt_dir}: legacy metrics pair generated and GT "
+                rows.append(ClassicRow(model, item.video, status=FAILED, reason=(
+                    f"no GT video named {name.name} in {gt_dir}: classic metrics pair generated and GT "
                     "videos by file name")))
             else:
-                rows.append(LegacyRow(model, item.video, str(gt)))
+                rows.append(ClassicRow(model, item.video, str(gt)))
     if not any(r.gt_video for r in rows):
         raise UserError(f"none of the {len(rows)} generated video(s) has a GT video of the same file name in "
-                        f"{gt_dir}: legacy metrics pair generated and GT videos by file name")
+                        f"{gt_dir}: classic metrics pair generated and GT videos by file name")
     return rows
 
 
@@ -161,7 +161,7 @@ def _check_faces(video: str, gt_video: str, gen: LandmarkSeries, gt: LandmarkSer
 
 def _face(rgb: np.ndarray, points: np.ndarray | None) -> np.ndarray | None:
     """The 112x112 ArcFace-aligned face of a frame from its FaceMesh points (normalised), or None."""
-    from theval_mesh.backends.legacy import arcface
+    from theval_mesh.backends.classic import arcface
 
     if points is None:
         return None
@@ -184,7 +184,7 @@ def source_face(path) -> np.ndarray:
 
 def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=None,
             source: np.ndarray | None = None) -> dict:
-    """The per-video legacy metrics of one generated video against its GT video (decoded once
+    """The per-video classic metrics of one generated video against its GT video (decoded once
     each, side by side). VideoError for a video that cannot be read or has no face. arcface_net:
     also CSIM, against `source` (an aligned face) or else the GT video's first frame with a face."""
     gen_lm, gt_lm = LandmarkSeries(478), LandmarkSeries(478)  # SINGLE is refined: 478 points
@@ -216,7 +216,7 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
     out = {"lmd_f": d.lmd_f, "lmd_m": d.lmd_m, "psnr": float(np.mean(psnrs)), "ssim": float(np.mean(ssims)),
            "frames_paired": d.frames_paired, "frames_skipped": d.frames_skipped}
     if arcface_net is not None and source is not None and any(f is not None for f in faces):
-        from theval_mesh.backends.legacy import arcface
+        from theval_mesh.backends.classic import arcface
 
         emb = arcface.embeddings(arcface_net, [source, *(f for f in faces if f is not None)])
         out["csim"] = float(np.mean(identity.cosine(emb[1:], emb[0])))
@@ -224,7 +224,7 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
 
 
 # ---------------------------------------------------------------- a run
-def summarize(rows: list[LegacyRow], models: list[str], network_values: dict | None = None,
+def summarize(rows: list[ClassicRow], models: list[str], network_values: dict | None = None,
               resamples: int = uncertainty.RESAMPLES, network_intervals: dict | None = None) -> list[dict]:
     """Per model: the mean of each metric over its scored videos, the counts behind them and the
     bootstrap interval of each mean over videos. network_values: {model: {column: value}} for the
@@ -245,7 +245,7 @@ def summarize(rows: list[LegacyRow], models: list[str], network_values: dict | N
 
 
 def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limits(),
-        progress: bool = True, lse_pipeline: str = lse.SYNCNET_PYTHON, source_image=None) -> LegacyRun:
+        progress: bool = True, lse_pipeline: str = lse.SYNCNET_PYTHON, source_image=None) -> ClassicRun:
     if lse_pipeline not in lse.PIPELINES:
         raise UsageRefused(f"--lse-pipeline {lse_pipeline!r}: one of {', '.join(lse.PIPELINES)}")
     rows = pair_by_name(models, gt_dir)
@@ -254,7 +254,7 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
                   "PSNR/SSIM": "scikit-image, generated frames resized to the GT's"}
     net, s3fd = None, None
     if not skip_reason("syncnet", store):
-        from theval_mesh.backends.legacy import syncnet  # torch only when SyncNet runs
+        from theval_mesh.backends.classic import syncnet  # torch only when SyncNet runs
 
         try:
             net, _ = syncnet.load(store)
@@ -264,8 +264,8 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
             skipped.insert(0, str(err))
     arcface_net, source = None, None
     if not skip_reason("arcface", store):
-        from theval_mesh.backends.legacy import arcface  # torch only when ArcFace runs
-        from theval_mesh.backends.legacy.networks import describe
+        from theval_mesh.backends.classic import arcface  # torch only when ArcFace runs
+        from theval_mesh.backends.classic.networks import describe
 
         try:
             arcface_net = arcface.load(store)
@@ -288,7 +288,7 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
     names = list(dict.fromkeys(m for m, _ in models))
     sets = SetMetrics(store, limits, skipped, provenance)
     values = {m: sets.of([r for r in rows if r.model == m and r.status == OK]) for m in names} if sets.nets else {}
-    result = LegacyRun(rows, summarize(rows, names, values, network_intervals=sets.intervals), skipped, provenance)
+    result = ClassicRun(rows, summarize(rows, names, values, network_intervals=sets.intervals), skipped, provenance)
     result.samples = {key: (*sizes, sets.resamples.get(key, 0)) for key, sizes in sets.samples.items()}
     return result
 
@@ -300,7 +300,7 @@ class SetMetrics:
     correct). Each GT video's features are computed once."""
 
     def __init__(self, store, limits: Limits, skipped: list[str], provenance: dict):
-        from theval_mesh.backends.legacy.networks import describe
+        from theval_mesh.backends.classic.networks import describe
 
         self.limits, self.skipped, self.nets, self.samples, self.cache = limits, skipped, {}, {}, {}
         self.intervals, self.resamples = {}, {}  # (model, column) -> (low, high), resamples
@@ -319,7 +319,7 @@ class SetMetrics:
 
     def _features(self, path: str) -> dict:
         if path not in self.cache:
-            from theval_mesh.backends.legacy import fid, fvd
+            from theval_mesh.backends.classic import fid, fvd
 
             frames = [f for _, f in MediaReader(path, self.limits).frames()]
             out = {}
@@ -332,9 +332,9 @@ class SetMetrics:
             self.cache[path] = out
         return self.cache[path]
 
-    def of(self, rows: list[LegacyRow]) -> dict:
+    def of(self, rows: list[ClassicRow]) -> dict:
         """{column: value} of one model's scored rows; the sample sizes in self.samples."""
-        from theval_mesh.backends.legacy import fid, fvd
+        from theval_mesh.backends.classic import fid, fvd
 
         if not rows:
             return {}
@@ -373,7 +373,7 @@ class SetMetrics:
 
 
 def _load_set_network(name: str, store):
-    from theval_mesh.backends.legacy import fid, fvd
+    from theval_mesh.backends.classic import fid, fvd
 
     return fid.load_network(store) if name == "fid-inception" else fvd.load_detector(store)
 
@@ -381,7 +381,7 @@ def _load_set_network(name: str, store):
 def _s3fd(store, skipped: list[str]):
     """syncnet_python's face detector when its sfd_face.pth is in the store, else None (BlazeFace
     finds the faces, and provenance says so); a file that is not S3FD's is named in `skipped`."""
-    from theval_mesh.backends.legacy.s3fd import NAME, S3FD
+    from theval_mesh.backends.classic.s3fd import NAME, S3FD
 
     if skip_reason(NAME, store):
         return None
@@ -392,9 +392,9 @@ def _s3fd(store, skipped: list[str]):
         return None
 
 
-def _add_sync(row: LegacyRow, net, limits: Limits, pipeline: str, s3fd=None) -> None:
+def _add_sync(row: ClassicRow, net, limits: Limits, pipeline: str, s3fd=None) -> None:
     """LSE of the generated video; without audio or a long enough face track only LSE is empty."""
-    from theval_mesh.backends.legacy import syncnet
+    from theval_mesh.backends.classic import syncnet
 
     try:
         s = syncnet.video_sync(net, row.video, limits, pipeline, s3fd)
@@ -420,9 +420,9 @@ def _write_csv(path: Path, columns, records) -> None:
             w.writerow([_cell(rec[c]) for c in columns])
 
 
-def notes(result: LegacyRun) -> list[str]:
+def notes(result: ClassicRun) -> list[str]:
     """What every number was computed with, the sample sizes, and stand-in warnings: the lines
-    above the LaTeX table and in legacy.json."""
+    above the LaTeX table and in classic.json."""
     lines = [f"{columns}: {what}" for columns, what in result.provenance.items()]
     lines += [f"{s['Model']}: {s.get(COUNT_PREFIX + lm.LMD_F, 0)} video pairs for LMD/PSNR/SSIM, "
               f"{s.get(COUNT_PREFIX + lm.LSE_C, 0)} videos with LSE" for s in result.summary]
@@ -444,7 +444,7 @@ def notes(result: LegacyRun) -> list[str]:
     return lines
 
 
-def sets(result: LegacyRun) -> list[dict]:
+def sets(result: ClassicRun) -> list[dict]:
     """FID and FVD per model: the frames (clips) and videos behind the value, the resamples of its
     interval (0: none)."""
     return [{"model": model, "metric": column, "generated": a, "gt": b, "videos": videos, "gt_videos": gt_videos,
@@ -452,30 +452,30 @@ def sets(result: LegacyRun) -> list[dict]:
             for (model, column), (a, b, videos, gt_videos, resamples) in result.samples.items()]
 
 
-def write_outputs(result: LegacyRun, out_dir) -> tuple[Path, Path]:
-    """In out_dir: legacy.csv (one line per generated video), legacy_summary.csv (one per model:
-    `Model`, the Table 2 columns, "n:<column>" counts, "<column> CI low/high" bounds), legacy.tex
-    (the booktabs table in a paper's column order) and legacy.json (all of it with the provenance
+def write_outputs(result: ClassicRun, out_dir) -> tuple[Path, Path]:
+    """In out_dir: classic.csv (one line per generated video), classic_summary.csv (one per model:
+    `Model`, the Table 2 columns, "n:<column>" counts, "<column> CI low/high" bounds), classic.tex
+    (the booktabs table in a paper's column order) and classic.json (all of it with the provenance
     and why any column is empty)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    videos, summary = out / "legacy.csv", out / "legacy_summary.csv"
+    videos, summary = out / "classic.csv", out / "classic_summary.csv"
     _write_csv(videos, CSV_COLUMNS, [asdict(r) for r in result.rows])
     _write_csv(summary, list(result.summary[0]) if result.summary else ["Model", *lm.COLUMNS], result.summary)
-    (out / "legacy.tex").write_text(lm.summary_latex(result.summary, notes(result)))
-    block = {"schema": "theval-legacy/1", "notes": notes(result), "provenance": result.provenance,
+    (out / "classic.tex").write_text(lm.summary_latex(result.summary, notes(result)))
+    block = {"schema": "theval-classic/1", "notes": notes(result), "provenance": result.provenance,
              "skipped": result.skipped, "bootstrap": {"resamples": uncertainty.RESAMPLES, "seed": uncertainty.SEED,
                                                       "level": uncertainty.LEVEL, "over": "videos",
                                                       "sets_over": "video pairs (FID, FVD: resamples in `sets`)"},
              "summary": result.summary, "sets": sets(result)}
     doc = {**block, "videos": [asdict(r) for r in result.rows]}
-    (out / "legacy.json").write_text(json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n")
+    (out / "classic.json").write_text(json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n")
     _add_to_results_json(out / "results.json", json_safe(block))
     return videos, summary
 
 
 def _add_to_results_json(path: Path, block: dict) -> None:
-    """Into a THEval results folder: the summary goes into its results.json too (key "legacy"),
+    """Into a THEval results folder: the summary goes into its results.json too (key "classic"),
     where `theval report` shows it beside the leaderboard. A results.json that cannot be read is
     left as it is."""
     if not path.is_file():
@@ -485,11 +485,12 @@ def _add_to_results_json(path: Path, block: dict) -> None:
     except (OSError, ValueError):
         return
     if isinstance(doc, dict) and doc.get("schema") == SCHEMA_ID:
-        doc["legacy"] = block
+        doc.pop("legacy", None)  # the block's name before the rename
+        doc["classic"] = block
         write_text(path, json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n")  # whole, links replaced
 
 
-def format_summary(result: LegacyRun) -> str:
+def format_summary(result: ClassicRun) -> str:
     """The summary as a table: each mean, then the videos scored (of those paired by name)."""
     head = ["Model", *lm.COLUMNS, "Videos"]
     body = []

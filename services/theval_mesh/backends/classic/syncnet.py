@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from theval_mesh.backends.legacy.networks import weight_file
+from theval_mesh.backends.classic.networks import weight_file
 from theval_mesh.pure.errors import WeightsMissing
 from theval_mesh.pure.metrics import lse
 
@@ -169,7 +169,7 @@ class VideoSync:
 def video_sync(net: SyncNet, path: str, limits, pipeline: str, s3fd=None) -> VideoSync:
     """LSE of one video; VideoError when it has no audio or no face track long enough. s3fd: an
     s3fd.S3FD finding the faces (None: BlazeFace)."""
-    from theval_mesh.backends.legacy import face_track
+    from theval_mesh.backends.classic import face_track
     from theval_mesh.pure.errors import VideoError
     from theval_mesh.pure.metrics import face_tracks as ft
 
@@ -185,7 +185,7 @@ def video_sync(net: SyncNet, path: str, limits, pipeline: str, s3fd=None) -> Vid
 
 def provenance(store, pipeline: str, s3fd=None) -> str:
     """What LSE values were computed with: network file, pipeline, face detector."""
-    from theval_mesh.backends.legacy import face_track
-    from theval_mesh.backends.legacy.networks import describe
+    from theval_mesh.backends.classic import face_track
+    from theval_mesh.backends.classic.networks import describe
 
     return f"SyncNet {describe('syncnet', store)}; pipeline {pipeline}; faces: {face_track.detector_name(s3fd)}"

@@ -1,25 +1,25 @@
-"""legacy(): the legacy metrics of generated videos against the GT videos of the same file names,
-as `theval legacy` computes them (LMD-F/LMD-M, PSNR/SSIM; LSE-C/LSE-D and the AV offset when
+"""classic(): the classic metrics of generated videos against the GT videos of the same file names,
+as `theval classic` computes them (LMD-F/LMD-M, PSNR/SSIM; LSE-C/LSE-D and the AV offset when
 SyncNet's weights are in the store), each model's means with bootstrap intervals over videos."""
 from pathlib import Path
 
 from theval_mesh.api.arguments import Models, model_pairs
 from theval_mesh.pure.metrics import lse
-from theval_mesh.studies.legacy_metrics import LegacyRow, LegacyRun, run, write_outputs
+from theval_mesh.studies.classic_metrics import ClassicRow, ClassicRun, run, write_outputs
 
-__all__ = ["LegacyRow", "LegacyRun", "legacy"]
+__all__ = ["ClassicRow", "ClassicRun", "classic"]
 
 
-def legacy(gt: str | Path, generated: Models, out: str | Path | None = None, *, store: str | Path | None = None,
+def classic(gt: str | Path, generated: Models, out: str | Path | None = None, *, store: str | Path | None = None,
            lse_pipeline: str = lse.SYNCNET_PYTHON, source_image: str | Path | None = None,
-           progress: bool = False) -> LegacyRun:
-    """generated: {model: folder or video file} or [(model, path), ...]. Returns the LegacyRun:
-    `rows` (a LegacyRow per generated video), `summary` (per model: means, "n:" counts, "CI low/high"
+           progress: bool = False) -> ClassicRun:
+    """generated: {model: folder or video file} or [(model, path), ...]. Returns the ClassicRun:
+    `rows` (a ClassicRow per generated video), `summary` (per model: means, "n:" counts, "CI low/high"
     bounds; FID and FVD: the set's value and its bootstrap interval over video pairs, NaN bounds
     from fewer than 2), `samples` ((model, "FID"|"FVD") -> generated and GT frames|clips, generated
     and GT videos, the interval's resamples), `provenance`, `skipped` (why a column is empty) and
     `to_latex()`. out: also write
-    legacy.csv, legacy_summary.csv, legacy.tex and legacy.json there (and the summary into the
+    classic.csv, classic_summary.csv, classic.tex and classic.json there (and the summary into the
     folder's results.json when it is an evaluation's). lse_pipeline: "syncnet_python" (the published
     numbers' conversions; needs the ffmpeg program) or "in-process". source_image: CSIM's source
     identity (default: each GT video's first frame with a face)."""

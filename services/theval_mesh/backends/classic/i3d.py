@@ -1,7 +1,7 @@
 """Our I3D (Inception-v1 inflated to 3D, Carreira & Zisserman 2017, the Kinetics-400 RGB network the
 FVD paper uses) to build the STAND-IN `i3d_torchscript.pt`.
 
-The published file (StyleGAN-V's, registry.LEGACY_MODELS['fvd-i3d']) is a TorchScript archive of
+The published file (StyleGAN-V's, registry.CLASSIC_MODELS['fvd-i3d']) is a TorchScript archive of
 someone else's code: the weights cannot be downloaded here, so a stand-in of ours takes its place,
 with the same call: `detector(x, rescale=..., resize=..., return_features=...)` on a float or uint8
 tensor (B, 3, T, H, W):

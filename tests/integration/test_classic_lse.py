@@ -1,4 +1,4 @@
-"""LSE-C / LSE-D in `theval legacy` and `theval_mesh.legacy()` on real talking-head clips of the
+"""LSE-C / LSE-D in `theval classic` and `theval_mesh.classic()` on real talking-head clips of the
 parity set with STAND-IN SyncNet weights (fake weights: syncnet_v2.model cannot be fetched here):
 the values are computed and labelled as stand-ins; a video without audio or too short for a face
 track leaves only LSE empty, with its reason; the two pipelines differ by what re-encoding does.
@@ -21,10 +21,10 @@ FRAMES = 110
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("legacy-lse")
+    root = tmp_path_factory.mktemp("classic-lse")
     store = root / "store"
-    stand_in.write(store, 0, models=(), legacy=["syncnet"])
-    stand_in.write(root / "all-store", 0, models=(), legacy=["syncnet", "fid-inception", "fvd-i3d", "arcface"])
+    stand_in.write(store, 0, models=(), classic=["syncnet"])
+    stand_in.write(root / "all-store", 0, models=(), classic=["syncnet", "fid-inception", "fvd-i3d", "arcface"])
     # 110 frames (4.4 s): just over syncnet_python's 100-frame track minimum, to keep the test short
     (root / "gt").mkdir()
     for name, source in (("a", "astronaut_de_gt"), ("t", "tom_it_gt")):
@@ -40,7 +40,7 @@ def folders(tmp_path_factory):
 
 
 def test_the_api_computes_lse_and_leaves_only_lse_empty_where_it_cannot(folders):
-    result = theval_mesh.legacy(folders / "gt", {m: folders / m for m in ("desync", "silent", "short")},
+    result = theval_mesh.classic(folders / "gt", {m: folders / m for m in ("desync", "silent", "short")},
                                 store=folders / "store", lse_pipeline="in-process")
     rows = {(r.model, r.video.split("/")[-1]): r for r in result.rows}
     desync = rows[("desync", "a.mp4")]
@@ -58,14 +58,14 @@ def test_the_api_computes_lse_and_leaves_only_lse_empty_where_it_cannot(folders)
 
 def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_ins(folders, capsys):
     out = folders / "out"
-    assert cli(["legacy", "--gt", str(folders / "gt"), "--generated", str(folders / "desync"), str(folders / "silent"),
+    assert cli(["classic", "--gt", str(folders / "gt"), "--generated", str(folders / "desync"), str(folders / "silent"),
                 "--store", str(folders / "all-store"), "--out", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "WARNING: computed with STAND-IN weights" in printed and "pipeline syncnet_python" in printed
     # FID and FVD: one value per model, with the sample sizes behind it
     assert "desync: FID over 220 generated vs 220 GT frames (2 vs 2 videos)" in printed
     assert "desync: FVD over 12 generated vs 12 GT 16-frame clips" in printed
-    doc = json.loads((out / "legacy.json").read_text())
+    doc = json.loads((out / "classic.json").read_text())
     assert doc["notes"][0].startswith("WARNING") and doc["summary"][0]["n:LSE-C"] == 2
     assert doc["summary"][0]["FID"] > 0 and doc["summary"][0]["FVD"] > 0 and doc["skipped"] == []
     assert "(stand-in:0)" in doc["provenance"]["FID"] and "(stand-in:0)" in doc["provenance"]["FVD"]
@@ -79,7 +79,7 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
     assert "FID over 220 generated vs 220 GT frames (2 vs 2 videos); biased with few samples: compare values of " \
            "equal sample sizes only; its interval: [" in printed
     assert "95% bootstrap over the 2 video pairs, 1000 resamples (over videos; it does not correct the bias)" in printed
-    tex = (out / "legacy.tex").read_text()
+    tex = (out / "classic.tex").read_text()
     # one video pair (silent): FID and FVD, but no interval anywhere
     one = doc["summary"][1]
     # (its video is its GT's, the audio dropped: both distances 0 up to rounding)
@@ -95,14 +95,14 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
     set_columns = [c for c in columns if c.startswith(("FID", "FVD"))]
     assert len(set_columns) == 2 and all(r"$\pm$" in cells["desync"][c] for c in set_columns)
     assert all(r"$\pm$" not in cells["silent"][c] and cells["silent"][c] != "--" for c in set_columns)
-    with open(out / "legacy_summary.csv") as f:
+    with open(out / "classic_summary.csv") as f:
         summary_csv = {r["Model"]: r for r in csv.DictReader(f)}
     assert float(summary_csv["desync"]["FID CI low"]) == row["FID CI low"] and summary_csv["silent"]["FVD CI high"] == ""
     assert "(stand-in:0)" in doc["provenance"]["CSIM"] and "first frame with a face" in doc["provenance"]["CSIM"]
     assert all(0.5 < v["csim"] <= 1.0 for v in doc["videos"])  # the same speakers as their sources
-    assert r"CSIM $\uparrow$" in (out / "legacy.tex").read_text()
-    assert r"LSE-C $\uparrow$ & LSE-D $\downarrow$ & FVD $\downarrow$ & FID $\downarrow$" in (out / "legacy.tex").read_text()
-    in_process = theval_mesh.legacy(folders / "gt", {"desync": folders / "desync"}, store=folders / "store",
+    assert r"CSIM $\uparrow$" in (out / "classic.tex").read_text()
+    assert r"LSE-C $\uparrow$ & LSE-D $\downarrow$ & FVD $\downarrow$ & FID $\downarrow$" in (out / "classic.tex").read_text()
+    in_process = theval_mesh.classic(folders / "gt", {"desync": folders / "desync"}, store=folders / "store",
                                     lse_pipeline="in-process")
     # the re-encodings (MPEG-4, JPEG, XVID, JPEG) move the stand-in's LSE: why the default is theirs
     ours = {v["video"].split("/")[-1]: v["lse_d"] for v in doc["videos"] if v["model"] == "desync"}

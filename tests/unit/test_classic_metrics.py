@@ -1,5 +1,5 @@
-"""`theval legacy`'s math on arrays (pure/metrics/legacy.py), the weights' loader and the model
-names; real videos through real MediaPipe: tests/integration/test_legacy_on_videos.py."""
+"""`theval classic`'s math on arrays (pure/metrics/classic.py), the weights' loader and the model
+names; real videos through real MediaPipe: tests/integration/test_classic_on_videos.py."""
 import json
 import math
 
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from theval_mesh.backends.legacy import fvd, syncnet
-from theval_mesh.backends.legacy.networks import skip_reason
+from theval_mesh.backends.classic import fvd, syncnet
+from theval_mesh.backends.classic.networks import skip_reason
 from theval_mesh.pure.errors import UserError, WeightsMissing
-from theval_mesh.pure.metrics import legacy as lm
-from theval_mesh.studies import legacy_metrics
+from theval_mesh.pure.metrics import classic as lm
+from theval_mesh.studies import classic_metrics
 
 
 # ---------------------------------------------------------------- pure math
@@ -84,36 +84,36 @@ def test_absent_and_foreign_weights_are_named(tmp_path):
 
 
 def test_model_names_default_to_folder_names(tmp_path):
-    assert legacy_metrics.generated_models([str(tmp_path / "a"), str(tmp_path / "b")]) == [
+    assert classic_metrics.generated_models([str(tmp_path / "a"), str(tmp_path / "b")]) == [
         ("a", str(tmp_path / "a")), ("b", str(tmp_path / "b"))]
-    assert legacy_metrics.generated_models(["x/v.mp4"], ["m"]) == [("m", "x/v.mp4")]
+    assert classic_metrics.generated_models(["x/v.mp4"], ["m"]) == [("m", "x/v.mp4")]
     with pytest.raises(UserError, match="--model given 2 times for 3"):
-        legacy_metrics.generated_models(["a", "b", "c"], ["m", "n"])
+        classic_metrics.generated_models(["a", "b", "c"], ["m", "n"])
 
 
 def test_summary_intervals_latex_and_json(tmp_path):
-    rows = [legacy_metrics.LegacyRow("m", f"v{i}.mp4", "g.mp4", lse_c=c, lse_d=10 - c, psnr=30.0)
+    rows = [classic_metrics.ClassicRow("m", f"v{i}.mp4", "g.mp4", lse_c=c, lse_d=10 - c, psnr=30.0)
             for i, c in enumerate([2.0, 4.0, 6.0, 8.0])]
-    rows.append(legacy_metrics.LegacyRow("n", "w.mp4", "g.mp4", lse_c=9.0, psnr=31.0))
-    summary = legacy_metrics.summarize(rows, ["m", "n"], resamples=2000)
+    rows.append(classic_metrics.ClassicRow("n", "w.mp4", "g.mp4", lse_c=9.0, psnr=31.0))
+    summary = classic_metrics.summarize(rows, ["m", "n"], resamples=2000)
     m = summary[0]
     assert m[lm.LSE_C] == 5.0 and 2.0 <= m["LSE-C CI low"] < 5.0 < m["LSE-C CI high"] <= 8.0
     assert m["PSNR CI low"] == m["PSNR CI high"] == 30.0  # no spread, no width
     assert math.isnan(summary[1]["LSE-D CI low"])  # no value, no interval
-    run = legacy_metrics.LegacyRun(rows, summary, ["FID skipped: why"], {"LSE-C/LSE-D": "SyncNet x (stand-in:0)"})
-    legacy_metrics.write_outputs(run, tmp_path)
-    tex = (tmp_path / "legacy.tex").read_text()
+    run = classic_metrics.ClassicRun(rows, summary, ["FID skipped: why"], {"LSE-C/LSE-D": "SyncNet x (stand-in:0)"})
+    classic_metrics.write_outputs(run, tmp_path)
+    tex = (tmp_path / "classic.tex").read_text()
     assert r"LSE-C $\uparrow$ & LSE-D $\downarrow$" in tex and "STAND-IN" in tex
     assert r"\textbf{9.000}" in tex and r"5.000 $\pm$" in tex  # n has the best LSE-C; m's has a width
-    doc = json.loads((tmp_path / "legacy.json").read_text())
+    doc = json.loads((tmp_path / "classic.json").read_text())
     assert doc["summary"][1]["LSE-D"] is None and doc["skipped"] == ["FID skipped: why"]
     assert doc["notes"][0].startswith("WARNING") and doc["bootstrap"]["over"] == "videos"
 
 
 def test_fid_fvd_intervals_reach_every_output_and_a_single_video_has_none(tmp_path):
     """Model m: 8 video pairs, FID with its bootstrap interval over them (the pure route SetMetrics
-    takes); model n: one video pair, so no interval. The CSV, legacy.tex, legacy.json (valid against
-    results.json's "legacy" schema), its notes and the LaTeX comments carry it, or say there is none."""
+    takes); model n: one video pair, so no interval. The CSV, classic.tex, classic.json (valid against
+    results.json's "classic" schema), its notes and the LaTeX comments carry it, or say there is none."""
     import csv
 
     import jsonschema
@@ -130,26 +130,26 @@ def test_fid_fvd_intervals_reach_every_output_and_a_single_video_has_none(tmp_pa
     assert statistic(np.ones(8)) == pytest.approx(point, rel=1e-9)
     low, high = uncertainty.set_interval(statistic, 8, resamples=200)
     assert low < point < high and all(math.isnan(v) for v in uncertainty.set_interval(statistic, 1))
-    rows = [legacy_metrics.LegacyRow("m", f"v{i}.mp4", f"g{i}.mp4", psnr=30.0 + i) for i in range(8)]
-    rows.append(legacy_metrics.LegacyRow("n", "v0.mp4", "g0.mp4", psnr=31.0))
+    rows = [classic_metrics.ClassicRow("m", f"v{i}.mp4", f"g{i}.mp4", psnr=30.0 + i) for i in range(8)]
+    rows.append(classic_metrics.ClassicRow("n", "v0.mp4", "g0.mp4", psnr=31.0))
     one = lm.frechet_distance(gen[:40], gt[:40])
-    summary = legacy_metrics.summarize(rows, ["m", "n"], {"m": {lm.FID: point}, "n": {lm.FID: one}},
+    summary = classic_metrics.summarize(rows, ["m", "n"], {"m": {lm.FID: point}, "n": {lm.FID: one}},
                                        resamples=500, network_intervals={("m", lm.FID): (low, high),
                                                                          ("n", lm.FID): (math.nan, math.nan)})
-    run = legacy_metrics.LegacyRun(rows, summary, [], {lm.FID: "pytorch-fid's FID Inception"},
+    run = classic_metrics.ClassicRun(rows, summary, [], {lm.FID: "pytorch-fid's FID Inception"},
                                    {("m", lm.FID): (320, 320, 8, 8, 200), ("n", lm.FID): (40, 40, 1, 1, 0)})
-    legacy_metrics.write_outputs(run, tmp_path)
-    with open(tmp_path / "legacy_summary.csv") as f:
+    classic_metrics.write_outputs(run, tmp_path)
+    with open(tmp_path / "classic_summary.csv") as f:
         csv_rows = {r["Model"]: r for r in csv.DictReader(f)}
     assert float(csv_rows["m"]["FID CI low"]) == low and float(csv_rows["m"]["FID CI high"]) == high
     assert csv_rows["n"]["FID"] != "" and csv_rows["n"]["FID CI low"] == csv_rows["n"]["FID CI high"] == ""
-    tex = (tmp_path / "legacy.tex").read_text()
+    tex = (tmp_path / "classic.tex").read_text()
     m_line = next(line for line in tex.splitlines() if line.startswith("m &"))
     n_line = next(line for line in tex.splitlines() if line.startswith("n &"))
     assert lm.tex_number((high - low) / 2, 3) in m_line and r"$\pm$" in m_line.split("&")[-1]
     assert r"$\pm$" not in n_line.split("&")[-1]  # FID, the last column: no interval from one video
     assert "FID, FVD: the set's value" in tex and f"[{low:.4g}, {high:.4g}]" in tex
-    doc = json.loads((tmp_path / "legacy.json").read_text())
+    doc = json.loads((tmp_path / "classic.json").read_text())
     assert doc["summary"][0]["FID CI low"] == low and doc["summary"][1]["FID CI low"] is None
     notes = [n for n in doc["notes"] if " over " in n and "FID" in n]
     assert "m: FID over 320 generated vs 320 GT frames (8 vs 8 videos)" in notes[0]
@@ -158,4 +158,4 @@ def test_fid_fvd_intervals_reach_every_output_and_a_single_video_has_none(tmp_pa
     assert doc["sets"][1] == {"model": "n", "metric": "FID", "generated": 40, "gt": 40, "videos": 1, "gt_videos": 1,
                               "resamples": 0}
     block = {k: v for k, v in doc.items() if k != "videos"}
-    jsonschema.Draft202012Validator(json.loads(RESULTS_SCHEMA.read_text())["properties"]["legacy"]).validate(block)
+    jsonschema.Draft202012Validator(json.loads(RESULTS_SCHEMA.read_text())["properties"]["classic"]).validate(block)

@@ -3,7 +3,7 @@
 The network is pytorch-fid's FID Inception (the TF 2015-12-05 Inception-v3 ported to PyTorch:
 torchvision's Inception3 with 1008 classes and the four FID variants of its Mixed blocks), built
 here from torchvision's blocks plus our FID variants, and loaded STRICTLY (every key, no extra) from
-`pt_inception-2015-12-05-6726825d.pth` in the weights store (registry.LEGACY_MODELS['fid-inception']).
+`pt_inception-2015-12-05-6726825d.pth` in the weights store (registry.CLASSIC_MODELS['fid-inception']).
 Features: pool3, the 2048-d global average after Mixed_7c, as pytorch-fid's
 `InceptionV3([3], resize_input=True, normalize_input=True)`: bilinear resize to 299x299
 (align_corners=False) of the [0, 1] image, then 2x - 1, then the blocks.
@@ -16,7 +16,7 @@ Which frames: EVERY frame the iterator yields (this module does not sample); the
 states it, and the sample size travels with the features (`FidFeatures.n`).
 
 Statistics: mean and UNBIASED covariance (np.cov, as pytorch-fid) of the features in float64, then
-`pure.metrics.legacy.frechet_distance` (pytorch-fid's calculate_frechet_distance, including its
+`pure.metrics.classic.frechet_distance` (pytorch-fid's calculate_frechet_distance, including its
 singular-product nudge and its refusal of a large imaginary part). FID is biased with few samples
 (and with fewer frames than 2048 both covariances are singular): compare values at equal N only.
 """
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from theval_mesh.backends.legacy import networks
+from theval_mesh.backends.classic import networks
 from theval_mesh.pure.errors import WeightsMissing
-from theval_mesh.pure.metrics.legacy import frechet_distance
+from theval_mesh.pure.metrics.classic import frechet_distance
 
 NAME = "fid-inception"
 FEATURES = 2048

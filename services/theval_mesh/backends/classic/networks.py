@@ -1,6 +1,6 @@
-"""A legacy metric's network weights in the weights store (registry.LEGACY_MODELS): where the file
+"""A classic metric's network weights in the weights store (registry.CLASSIC_MODELS): where the file
 is, what it is (checksum, stand-in or not) and why a metric is skipped without it. The networks:
-backends/legacy/syncnet.py (LSE-C/LSE-D), fid.py (FID), fvd.py (FVD). A file that STAND-IN.json
+backends/classic/syncnet.py (LSE-C/LSE-D), fid.py (FID), fvd.py (FVD). A file that STAND-IN.json
 records as a deterministic stand-in (backends/stand_in) passes the checksum check: it is never
 the published file, and provenance and the store say so.
 """
@@ -8,14 +8,14 @@ from pathlib import Path
 
 from theval_mesh.backends.checksum import sha256_file
 from theval_mesh.backends.weights import store as ws
-from theval_mesh.backends.weights.registry import LEGACY_MODELS
+from theval_mesh.backends.weights.registry import CLASSIC_MODELS
 from theval_mesh.pure.errors import WeightsMissing
 
 
 def weight_file(name: str, store=None) -> Path:
     """The network's weight file in the store, checked against its published checksum prefix when
     one exists; WeightsMissing with the one-line reason to show when absent or not that file."""
-    m = LEGACY_MODELS[name]
+    m = CLASSIC_MODELS[name]
     f, root = m.main, ws.resolve(store)
     path = root / f.name
     if not path.is_file():
@@ -42,13 +42,13 @@ def load(name: str, store=None):
             return torch.jit.load(str(path), map_location="cpu")
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - a truncated or foreign file: torch raises many kinds
-        raise WeightsMissing(f"{LEGACY_MODELS[name].metrics} skipped: cannot load {path} "
+        raise WeightsMissing(f"{CLASSIC_MODELS[name].metrics} skipped: cannot load {path} "
                              f"({type(err).__name__}: {err})") from None
 
 
 def describe(name: str, store=None) -> str:
     """`<file> sha256:<hex>`, with `(stand-in:<seed>)` when the store's file is a stand-in: what a
-    legacy value's provenance names."""
+    classic value's provenance names."""
     path = weight_file(name, store)
     sha = sha256_file(path)
     seed = ws.stand_in_seed(store, path.name, sha)

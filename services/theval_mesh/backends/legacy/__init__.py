@@ -1,1 +1,0 @@
-"""The legacy metrics' networks (SyncNet, FID Inception, FVD I3D), from the weights store."""
