@@ -29,8 +29,18 @@ def register(subparsers) -> None:
                         "nothing re-encoded (faster; NOT comparable with published LSE)")
     p.add_argument("--source-image", metavar="IMAGE",
                    help="CSIM: the source identity for every video (default: each GT video's first frame with a face)")
+    p.add_argument("--fid-variant", choices=list(fid_variants()), default="pytorch-fid",
+                   help="the implementation that computes FID: " + "; ".join(
+                       f"{name}: {follows}" for name, follows in fid_variants().items()) + " (default: pytorch-fid)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+
+
+def fid_variants() -> dict[str, str]:
+    """FID variant -> the code it follows (backends/classic/fid.py VARIANTS; numpy and scipy only)."""
+    from theval_mesh.backends.classic.fid import VARIANTS
+
+    return {name: v.follows for name, v in VARIANTS.items()}
 
 
 def run(args) -> int:
@@ -38,7 +48,8 @@ def run(args) -> int:
 
     models = classic_metrics.generated_models(args.generated, args.model)
     result = classic_metrics.run(models, args.gt, store=args.store, progress=not args.no_progress,
-                                lse_pipeline=args.lse_pipeline, source_image=args.source_image)
+                                lse_pipeline=args.lse_pipeline, source_image=args.source_image,
+                                fid_variant=args.fid_variant)
     videos, summary = classic_metrics.write_outputs(result, args.out)
     print(classic_metrics.format_summary(result))
     for line in classic_metrics.notes(result):  # stand-in warning, provenance, sample sizes

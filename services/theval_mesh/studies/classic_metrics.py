@@ -35,9 +35,16 @@ from theval_mesh.pure.scoring import uncertainty
 from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX
 
 OK, FAILED = "ok", "failed"
-# Network -> the summary columns it would fill (all NaN in this version, see backends/classic).
+# Network -> the summary columns it would fill (FID's network is its variant's: fid.VARIANTS).
 NETWORK_COLUMNS = {"syncnet": (lm.LSE_C, lm.LSE_D), "fid-inception": (lm.FID,), "fvd-i3d": (lm.FVD,),
                    "arcface": (lm.CSIM,)}
+
+
+def _networks(fid_variant: str) -> list[str]:
+    """The networks a run uses: FID's is its variant's."""
+    from theval_mesh.backends.classic.fid import VARIANTS
+
+    return [VARIANTS[fid_variant].network if columns == (lm.FID,) else name for name, columns in NETWORK_COLUMNS.items()]
 # classic.csv column -> summary column, for the per-video metrics
 PER_VIDEO = {"lmd_f": lm.LMD_F, "lmd_m": lm.LMD_M, "psnr": lm.PSNR, "ssim": lm.SSIM,
              "lse_c": lm.LSE_C, "lse_d": lm.LSE_D, "csim": lm.CSIM}
@@ -245,11 +252,16 @@ def summarize(rows: list[ClassicRow], models: list[str], network_values: dict | 
 
 
 def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limits(),
-        progress: bool = True, lse_pipeline: str = lse.SYNCNET_PYTHON, source_image=None) -> ClassicRun:
+        progress: bool = True, lse_pipeline: str = lse.SYNCNET_PYTHON, source_image=None,
+        fid_variant: str = "pytorch-fid") -> ClassicRun:
+    from theval_mesh.backends.classic.fid import VARIANTS
+
     if lse_pipeline not in lse.PIPELINES:
         raise UsageRefused(f"--lse-pipeline {lse_pipeline!r}: one of {', '.join(lse.PIPELINES)}")
+    if fid_variant not in VARIANTS:
+        raise UsageRefused(f"--fid-variant {fid_variant!r}: one of {', '.join(VARIANTS)}")
     rows = pair_by_name(models, gt_dir)
-    skipped = [r for r in (skip_reason(name, store) for name in NETWORK_COLUMNS) if r]
+    skipped = [r for r in (skip_reason(name, store) for name in _networks(fid_variant)) if r]
     provenance = {"LMD-F/LMD-M": "MediaPipe FaceMesh (478 points, one tracking pass), 256-scale px",
                   "PSNR/SSIM": "scikit-image, generated frames resized to the GT's"}
     net, s3fd = None, None
@@ -286,7 +298,7 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
         if net is not None:
             _add_sync(row, net, limits, lse_pipeline, s3fd)
     names = list(dict.fromkeys(m for m, _ in models))
-    sets = SetMetrics(store, limits, skipped, provenance)
+    sets = SetMetrics(store, limits, skipped, provenance, fid_variant)
     values = {m: sets.of([r for r in rows if r.model == m and r.status == OK]) for m in names} if sets.nets else {}
     result = ClassicRun(rows, summarize(rows, names, values, network_intervals=sets.intervals), skipped, provenance)
     result.samples = {key: (*sizes, sets.resamples.get(key, 0)) for key, sizes in sets.samples.items()}
@@ -299,23 +311,26 @@ class SetMetrics:
     sizes are stated, since both are biased with few samples, a bias the interval does not
     correct). Each GT video's features are computed once."""
 
-    def __init__(self, store, limits: Limits, skipped: list[str], provenance: dict):
+    def __init__(self, store, limits: Limits, skipped: list[str], provenance: dict, fid_variant: str = "pytorch-fid"):
+        from theval_mesh.backends.classic import fid, fvd
         from theval_mesh.backends.classic.networks import describe
 
         self.limits, self.skipped, self.nets, self.samples, self.cache = limits, skipped, {}, {}, {}
         self.intervals, self.resamples = {}, {}  # (model, column) -> (low, high), resamples
-        for name, column in (("fid-inception", lm.FID), ("fvd-i3d", lm.FVD)):
+        self.fid_variant = fid.VARIANTS[fid_variant]
+        for name, column, load, what in (
+                (self.fid_variant.network, lm.FID, self.fid_variant.load,
+                 f"FID variant {self.fid_variant.name} ({self.fid_variant.follows}): {self.fid_variant.what}"),
+                ("fvd-i3d", lm.FVD, fvd.load_detector,
+                 "StyleGAN-V's I3D call, non-overlapping 16-frame clips from frame 0")):
             if skip_reason(name, store):
                 continue
             try:
-                self.nets[column] = _load_set_network(name, store)
+                self.nets[column] = load(store)
             except WeightsMissing as err:
                 skipped.append(str(err))
                 continue
-            provenance[column] = (
-                f"{describe(name, store)}; " + ("pytorch-fid's FID Inception, pool3 2048-d of every frame resized to "
-                                                "299 bilinear" if column == lm.FID else
-                                                "StyleGAN-V's I3D call, non-overlapping 16-frame clips from frame 0"))
+            provenance[column] = f"{describe(name, store)}; {what}"
 
     def _features(self, path: str) -> dict:
         if path not in self.cache:
@@ -324,7 +339,8 @@ class SetMetrics:
             frames = [f for _, f in MediaReader(path, self.limits).frames()]
             out = {}
             if lm.FID in self.nets:
-                out[lm.FID] = fid.inception_features(frames, net=self.nets[lm.FID]).features
+                out[lm.FID] = fid.inception_features(frames, net=self.nets[lm.FID],
+                                                     variant=self.fid_variant.name).features
             if lm.FVD in self.nets:
                 clips = list(fvd.video_clips(frames))
                 out[lm.FVD] = (fvd.i3d_features([frames], detector=self.nets[lm.FVD]).features if clips
@@ -370,12 +386,6 @@ class SetMetrics:
         self.resamples[key] = resamples
         statistic = lm.pair_resample_distance(a, gen_rows, b, gt_rows, gt_index, ddof)
         return uncertainty.set_interval(statistic, len(gen_rows), resamples)
-
-
-def _load_set_network(name: str, store):
-    from theval_mesh.backends.classic import fid, fvd
-
-    return fid.load_network(store) if name == "fid-inception" else fvd.load_detector(store)
 
 
 def _s3fd(store, skipped: list[str]):

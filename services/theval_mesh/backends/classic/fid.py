@@ -20,7 +20,7 @@ Statistics: mean and UNBIASED covariance (np.cov, as pytorch-fid) of the feature
 singular-product nudge and its refusal of a large imaginary part). FID is biased with few samples
 (and with fewer frames than 2048 both covariances are singular): compare values at equal N only.
 """
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,8 +30,9 @@ from theval_mesh.pure.errors import WeightsMissing
 from theval_mesh.pure.metrics.classic import frechet_distance
 
 NAME = "fid-inception"
+TORCHSCRIPT_NAME = "fid-inception-torchscript"  # the same network as StyleGAN2-ADA's TorchScript (clean-fid's)
 FEATURES = 2048
-SIZE = 299  # pytorch-fid's resize_input target
+SIZE = 299  # pytorch-fid's resize_input target, and clean-fid's
 
 
 def _blocks():
@@ -142,20 +143,99 @@ def _batches(frames: Iterable, batch_size: int) -> Iterator[np.ndarray]:
         yield np.stack(batch)
 
 
-def inception_features(frames: Iterable, store=None, batch_size: int = 32, net=None) -> FidFeatures:
+def inception_features(frames: Iterable, store=None, batch_size: int = 32, net=None,
+                       variant: str = "pytorch-fid") -> FidFeatures:
     """pool3 features of every frame: RGB uint8 (H, W, 3) arrays, or MediaReader.frames()'
-    (index, frame) pairs. Frames of one batch must share a size (pytorch-fid's DataLoader needs
-    that too). net: a loaded network to reuse (load_network)."""
-    import torch
-
-    net = net if net is not None else load_network(store)
-    rows = []
-    for batch in _batches(frames, batch_size):
-        images = torch.from_numpy(batch).permute(0, 3, 1, 2).float().div(255)  # ToTensor
-        rows.append(pool3(net, images).double().numpy())
+    (index, frame) pairs, as `variant` (VARIANTS) computes them. Frames of one batch must share a
+    size (pytorch-fid's DataLoader needs that too). net: a loaded network to reuse (load_variant)."""
+    v = VARIANTS[variant]
+    net = net if net is not None else v.load(store)
+    rows = [v.features(net, batch) for batch in _batches(frames, batch_size)]
     if not rows:
         raise ValueError("FID: no frames")
     return FidFeatures(np.concatenate(rows))
+
+
+def _pytorch_fid(net, batch: np.ndarray) -> np.ndarray:
+    """pytorch-fid 0.3.0: ToTensor's uint8 / 255, then InceptionV3's bilinear resize and 2x - 1."""
+    import torch
+
+    images = torch.from_numpy(batch).permute(0, 3, 1, 2).float().div(255)
+    return pool3(net, images).double().numpy()
+
+
+def _clean_fid_legacy_pytorch(net, batch: np.ndarray) -> np.ndarray:
+    """clean-fid 0.1.35 mode "legacy_pytorch" (resize.py build_resizer: make_resizer("PyTorch",
+    False, "bilinear", (299, 299))): the [0, 255] frame resized bilinear (align_corners=False)
+    outside the network and clipped to [0, 255]; then features.py's `model(x / 255)` with
+    pytorch-fid's InceptionV3(resize_input=False): 2x - 1, the same FID Inception."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.from_numpy(batch).permute(0, 3, 1, 2).float()
+    x = F.interpolate(x, size=(SIZE, SIZE), mode="bilinear", align_corners=False).clamp(0, 255)
+    x = 2 * (x / 255) - 1
+    with torch.no_grad():
+        for name in POOL3:
+            x = getattr(net, name)(x)
+    return x.flatten(1).numpy().astype(np.float64)
+
+
+def pil_bicubic(frame: np.ndarray) -> np.ndarray:
+    """clean-fid 0.1.35 mode "clean" (resize.py make_resizer("PIL", False, "bicubic", (299, 299))):
+    each channel as a float32 PIL image resized bicubic (PIL antialiases), clipped to [0, 255]:
+    (299, 299, 3) float32."""
+    from PIL import Image
+
+    channels = [np.asarray(Image.fromarray(frame[:, :, c].astype(np.float32)).resize((SIZE, SIZE), Image.BICUBIC))
+                .clip(0, 255) for c in range(3)]
+    return np.stack(channels, axis=2).astype(np.float32)
+
+
+def _clean_fid(net, batch: np.ndarray) -> np.ndarray:
+    """clean-fid 0.1.35 mode "clean": pil_bicubic, then inception_torchscript.py InceptionV3W's
+    forward without resize_inside: (x - 128) / 128 into the TorchScript's `layers`, 2048-d."""
+    import torch
+
+    x = torch.from_numpy(np.stack([pil_bicubic(f) for f in batch])).permute(0, 3, 1, 2)
+    with torch.no_grad():
+        return net.layers.forward((x - 128) / 128).view((len(batch), FEATURES)).numpy().astype(np.float64)
+
+
+def load_torchscript(store=None):
+    """StyleGAN2-ADA's TorchScript FID Inception (inception-2015-12-05.pt, clean-fid's network)."""
+    return networks.load(TORCHSCRIPT_NAME, store).eval()
+
+
+@dataclass(frozen=True)
+class FidVariant:
+    """One implementation of FID that papers report under that name: the code it follows (release
+    and commit), the network file it loads and how a frame becomes features. Statistics and the
+    distance are the same in all (mean and unbiased covariance, pytorch-fid's Fréchet distance, in
+    float64; clean-fid takes the mean of its float32 features in float32, a difference within
+    1e-6 relative, measured in tests/integration/test_fid_variants.py)."""
+    name: str
+    follows: str
+    network: str  # registry.CLASSIC_MODELS name of its weights
+    what: str  # the preprocessing, in provenance
+    features: Callable = field(repr=False)
+    load: Callable = field(repr=False)
+
+
+VARIANTS = {v.name: v for v in (
+    FidVariant("pytorch-fid", "mseitzer/pytorch-fid 0.3.0", NAME,
+               "pytorch-fid's FID Inception, pool3 2048-d of every frame resized to 299 bilinear",
+               _pytorch_fid, load_network),
+    FidVariant("clean-fid", "GaParmar/clean-fid 0.1.35 (c8ffa42), mode clean", TORCHSCRIPT_NAME,
+               "clean-fid's 'clean' mode: every frame resized to 299 by PIL bicubic (antialiased) per channel in "
+               "float, (x - 128) / 128, the TorchScript Inception's pool 2048-d",
+               _clean_fid, load_torchscript),
+    FidVariant("clean-fid-legacy-pytorch", "GaParmar/clean-fid 0.1.35 (c8ffa42), mode legacy_pytorch", NAME,
+               "clean-fid's 'legacy_pytorch' mode: every frame resized to 299 bilinear in [0, 255] and clipped, "
+               "pytorch-fid's FID Inception, pool3 2048-d",
+               _clean_fid_legacy_pytorch, load_network),
+)}
+DEFAULT_VARIANT = "pytorch-fid"
 
 
 def fid(a: FidFeatures | np.ndarray, b: FidFeatures | np.ndarray) -> float:
@@ -172,3 +252,47 @@ def stand_in_state(seed: int) -> dict:
     from theval_mesh.backends.stand_in.rules import seeded_state
 
     return seeded_state(build_network(), seed, last_linear=("fc",))
+
+
+def write_torchscript(path, seed: int) -> dict:
+    """The stand-in inception-2015-12-05.pt in the published file's format: a TorchScript archive
+    whose `layers` maps a normalised (B, 3, 299, 299) image to pool3 (B, 2048, 1, 1) features, as
+    clean-fid's InceptionV3W calls it, holding the SAME stand-in weights as pt_inception's (the two
+    files are one network in two formats). Its forward(img, return_features) resizes bilinear and
+    normalises: the published file resizes the TensorFlow way instead, so clean-fid's
+    legacy_tensorflow mode is not offered on stand-ins. Returns the state's values (STAND-IN.json)."""
+    from pathlib import Path
+
+    import torch
+    import torch.nn.functional as F
+
+    state = stand_in_state(seed)
+    net = build_network()
+    net.load_state_dict({k: torch.from_numpy(np.array(v, order="C")) for k, v in state.items()}, strict=True)
+
+    class Pool3(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name in POOL3:
+                setattr(self, name, getattr(net, name))
+
+        def forward(self, x):
+            for name in POOL3:
+                x = getattr(self, name)(x)
+            return x
+
+    class TorchScriptInception(torch.nn.Module):
+        def __init__(self, layers):
+            super().__init__()
+            self.layers = layers
+
+        def forward(self, img: torch.Tensor, return_features: bool = False) -> torch.Tensor:
+            x = F.interpolate(img, size=(299, 299), mode="bilinear", align_corners=False)
+            return self.layers((x - 128) / 128).flatten(1)
+
+    with torch.no_grad():
+        layers = torch.jit.trace(Pool3().eval(), torch.zeros(1, 3, SIZE, SIZE))
+    scripted = torch.jit.script(TorchScriptInception(layers).eval())
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    scripted.save(str(path))
+    return state

@@ -34,11 +34,12 @@ def weight_file(name: str, store=None) -> Path:
 
 
 def load(name: str, store=None):
-    """The network's weights: a TorchScript module for the I3D, else the state dict."""
+    """The network's weights: the TorchScript module of a TorchScript file (the I3D, the TorchScript
+    FID Inception), else the state dict."""
     path = weight_file(name, store)
     import torch  # only when the weights are there: the landmark metrics do not need torch
     try:
-        if name == "fvd-i3d":
+        if CLASSIC_MODELS[name].torchscript:
             return torch.jit.load(str(path), map_location="cpu")
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - a truncated or foreign file: torch raises many kinds

@@ -18,11 +18,10 @@ GENERATOR = "theval stand-in weights v1"
 # without it); written only on request, for the reference runner.
 TIMM_RESNET50 = "timm/resnet50.a1_in1k/model.safetensors"
 # The classic metrics' networks (registry.CLASSIC_MODELS): the module of backends/classic whose
-# stand_in_state(seed) gives the state, and the format of the file: a torch state dict, or the
-# scripted network (FVD's I3D is published as TorchScript: the module's write_torchscript).
-CLASSIC_NETWORKS = {"syncnet": ("syncnet", "state_dict"), "arcface": ("arcface", "state_dict"),
-                   "s3fd": ("s3fd", "state_dict"), "fid-inception": ("fid", "state_dict"),
-                   "fvd-i3d": ("i3d", "torchscript")}
+# stand_in_state(seed) gives the state of a state-dict file, or whose write_torchscript(path, seed)
+# writes a TorchScript file (the registry's `torchscript`: FVD's I3D, the TorchScript FID Inception).
+CLASSIC_NETWORKS = {"syncnet": "syncnet", "arcface": "arcface", "s3fd": "s3fd", "fid-inception": "fid",
+                   "fid-inception-torchscript": "fid", "fvd-i3d": "i3d"}
 
 
 def _pyiqa_nets():
@@ -129,10 +128,10 @@ def _write_classic(store: Path, name: str, seed: int, save, written: dict) -> No
 
     if name not in CLASSIC_NETWORKS:
         raise UserError(f"no stand-in for {name!r}; the classic networks: {', '.join(CLASSIC_NETWORKS)}")
-    module_name, form = CLASSIC_NETWORKS[name]
+    module_name = CLASSIC_NETWORKS[name]
     module = import_module(f"theval_mesh.backends.classic.{module_name}")
     file_name = CLASSIC_MODELS[name].main.name
-    if form == "state_dict":
+    if not CLASSIC_MODELS[name].torchscript:
         save(file_name, module.stand_in_state(seed))
         return
     path = store / file_name

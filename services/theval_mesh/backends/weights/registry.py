@@ -122,6 +122,7 @@ class Network:
     network: str  # its name in messages
     metrics: str  # the columns it computes
     files: tuple[WeightFile, ...]
+    torchscript: bool = False  # its file is a TorchScript archive (torch.jit.load), else a state dict
 
     @property
     def main(self) -> WeightFile:
@@ -162,6 +163,12 @@ CLASSIC_MODELS = {m.name: m for m in (
     # pytorch-fid's port of the TF FID Inception, at the address pyiqa 0.1.16 loads it from
     # (archs/inception.py FID_WEIGHTS_URL)
     ClassicModel("fid-inception", "FID Inception", "FID", (_pyiqa("pt_inception-2015-12-05-6726825d.pth"),)),
+    # the same network as StyleGAN2-ADA's TorchScript, which clean-fid 0.1.35 loads for its "clean"
+    # mode (inception_torchscript.py, downloads_helper.py inception_url)
+    ClassicModel("fid-inception-torchscript", "FID Inception (TorchScript)", "FID (clean-fid)", (WeightFile(
+        "inception-2015-12-05.pt",
+        "https://nvlabs-fi-cdn.nvidia.com/stylegan2-ada-pytorch/pretrained/metrics/inception-2015-12-05.pt",
+        None, "main"),), torchscript=True),
     # insightface arcface_torch's iresnet100 (model zoo: ms1mv3_arcface_r100_fp16, backbone.pth),
     # the identity network of CSIM. Its zoo serves it from a shared drive, not a stable file URL:
     # the url is the zoo's page; `fetch` cannot get it, copy it by hand.
@@ -170,7 +177,7 @@ CLASSIC_MODELS = {m.name: m for m in (
     # StyleGAN-V's TorchScript I3D (src/metrics/frechet_video_distance.py detector_url)
     ClassicModel("fvd-i3d", "FVD I3D", "FVD", (WeightFile(
         "i3d_torchscript.pt", "https://www.dropbox.com/s/ge9e5ujwgetktms/i3d_torchscript.pt?dl=1",
-        None, "main"),)),
+        None, "main"),), torchscript=True),
 )}
 
 
