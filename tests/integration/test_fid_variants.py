@@ -6,6 +6,7 @@ loads the TorchScript Inception from the store's folder (clean-fid's own Incepti
 as its custom_feat_extractor: its default looks in /tmp); legacy_pytorch loads pytorch-fid's file
 through torch.hub's cache (TORCH_HOME). pytorch-fid itself: test_fid_fvd_parity.py."""
 import itertools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -110,8 +111,13 @@ def test_the_command_names_the_variant_and_needs_its_network(kit, tmp_path):
         (tmp_path / side).mkdir()
     cut("astronaut_de_gt", 8, tmp_path / "gt" / "a.mp4")
     cut("astronaut_de_noisy", 8, tmp_path / "m" / "a.mp4")
-    run = theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, store=root / "store", fid_variant="clean-fid")
+    run = theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, tmp_path / "out", store=root / "store",
+                              fid_variant="clean-fid", hf_dataset="someone/talking-heads")
     assert run.summary[0]["FID"] > 0
+    vbench = json.loads((tmp_path / "out" / "vbench" / "m_eval_results.json").read_text())
+    assert vbench["fid"] == [run.summary[0]["FID"], []] and vbench["ssim"][1][0]["video_path"].endswith("m/a.mp4")
+    hub = (tmp_path / "out" / "hf" / "m" / ".eval_results" / "theval-classic.yaml").read_text()
+    assert '"task_id": "fid"' not in hub and 'task_id: "fid"' in hub and "clean-fid 0.1.35" in hub
     assert "FID variant clean-fid (GaParmar/clean-fid 0.1.35 (c8ffa42), mode clean)" in run.provenance["FID"]
     assert "inception-2015-12-05.pt" in run.provenance["FID"] and "(stand-in:0)" in run.provenance["FID"]
     stand_in.write(tmp_path / "only-pytorch-fid", 0, models=(), classic=["fid-inception"])

@@ -32,6 +32,9 @@ def register(subparsers) -> None:
     p.add_argument("--fid-variant", choices=list(fid_variants()), default="pytorch-fid",
                    help="the implementation that computes FID: " + "; ".join(
                        f"{name}: {follows}" for name, follows in fid_variants().items()) + " (default: pytorch-fid)")
+    p.add_argument("--hf-dataset", metavar="ID",
+                   help="also write each model's values as Hugging Face eval results (hf/MODEL/.eval_results/"
+                        "theval-classic.yaml) for this benchmark dataset on the Hub")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -50,7 +53,7 @@ def run(args) -> int:
     result = classic_metrics.run(models, args.gt, store=args.store, progress=not args.no_progress,
                                 lse_pipeline=args.lse_pipeline, source_image=args.source_image,
                                 fid_variant=args.fid_variant)
-    videos, summary = classic_metrics.write_outputs(result, args.out)
+    videos, summary = classic_metrics.write_outputs(result, args.out, hf_dataset=args.hf_dataset)
     print(classic_metrics.format_summary(result))
     for line in classic_metrics.notes(result):  # stand-in warning, provenance, sample sizes
         print(line)
@@ -62,4 +65,6 @@ def run(args) -> int:
     for row in result.failed:
         print(f"failed: {row.reason}")
     print(f"per video: {videos}\nper model: {summary}")
+    print(f"VBench's per-video format: {videos.parent / 'vbench'}; Hugging Face eval results: "
+          + (f"{videos.parent / 'hf'}" if args.hf_dataset else "pass --hf-dataset ID to write them"))
     return EXIT_PARTIAL if result.failed else EXIT_OK

@@ -462,11 +462,13 @@ def sets(result: ClassicRun) -> list[dict]:
             for (model, column), (a, b, videos, gt_videos, resamples) in result.samples.items()]
 
 
-def write_outputs(result: ClassicRun, out_dir) -> tuple[Path, Path]:
+def write_outputs(result: ClassicRun, out_dir, hf_dataset: str | None = None) -> tuple[Path, Path]:
     """In out_dir: classic.csv (one line per generated video), classic_summary.csv (one per model:
     `Model`, the Table 2 columns, "n:<column>" counts, "<column> CI low/high" bounds), classic.tex
-    (the booktabs table in a paper's column order) and classic.json (all of it with the provenance
-    and why any column is empty)."""
+    (the booktabs table in a paper's column order), classic.json (all of it with the provenance
+    and why any column is empty), and per model vbench/<model>_eval_results.json (VBench's
+    per-video format) and, given the benchmark's Hub dataset id, hf/<model>/.eval_results/
+    theval-classic.yaml (Hugging Face's eval results)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     videos, summary = out / "classic.csv", out / "classic_summary.csv"
@@ -481,7 +483,38 @@ def write_outputs(result: ClassicRun, out_dir) -> tuple[Path, Path]:
     doc = {**block, "videos": [asdict(r) for r in result.rows]}
     (out / "classic.json").write_text(json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n")
     _add_to_results_json(out / "results.json", json_safe(block))
+    _write_exchange_formats(result, out, hf_dataset)
     return videos, summary
+
+
+# summary column -> its key in other tools' files (VBench's dimensions, the Hub's task ids)
+COLUMN_KEYS = {**{column: key for key, column in PER_VIDEO.items()}, lm.FID: "fid", lm.FVD: "fvd"}
+
+
+def _write_exchange_formats(result: ClassicRun, out: Path, hf_dataset: str | None) -> None:
+    """Each model's values in VBench's per-video JSON and (hf_dataset given) the Hub's eval results,
+    each metric's notes its provenance (the implementation, its weights' checksums)."""
+    from datetime import date
+
+    from theval_mesh.outputs.exchange_formats import file_stem, hf_eval_results, vbench_results
+
+    notes = {key: " ".join(what for names, what in result.provenance.items() if column in names.split("/"))
+             for column, key in COLUMN_KEYS.items()}
+    if any("stand-in:" in what for what in result.provenance.values()):
+        notes = {key: f"STAND-IN weights, values mean nothing as scores. {text}" for key, text in notes.items()}
+    for row in result.summary:
+        model = row["Model"]
+        means = {key: row.get(column) for column, key in COLUMN_KEYS.items()}
+        per_video = {key: [(r.video, getattr(r, key)) for r in result.rows if r.model == model]
+                     for key in PER_VIDEO}
+        (out / "vbench").mkdir(exist_ok=True)
+        (out / "vbench" / f"{file_stem(model)}_eval_results.json").write_text(
+            json.dumps(vbench_results(per_video, means), indent=4, allow_nan=False) + "\n")
+        if hf_dataset:
+            folder = out / "hf" / file_stem(model) / ".eval_results"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "theval-classic.yaml").write_text(
+                hf_eval_results(hf_dataset, means, date.today().isoformat(), notes))
 
 
 def _add_to_results_json(path: Path, block: dict) -> None:
