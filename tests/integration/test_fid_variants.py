@@ -101,9 +101,10 @@ def test_the_variants_differ_by_their_pipeline_and_agree_where_it_is_the_same(ki
     assert fid.fid(features["clean-fid"], features["clean-fid"]) == pytest.approx(0, abs=1e-3)
 
 
-def test_the_command_names_the_variant_and_needs_its_network(kit, tmp_path):
-    """`theval classic --fid-variant clean-fid` loads the TorchScript file and says so in the
-    provenance; a store without it leaves FID empty with the file it lacks."""
+def test_the_command_names_the_variant_computes_them_all_and_needs_its_network(kit, tmp_path):
+    """`classic(fid_variant="clean-fid", all_variants=True)`: the FID column is clean-fid's, from the
+    TorchScript file, said in its provenance and written in every format; every variant's value
+    sits beside it, from the same frames. A store without the file leaves FID empty, naming it."""
     import theval_mesh
 
     root, _ = kit
@@ -112,14 +113,25 @@ def test_the_command_names_the_variant_and_needs_its_network(kit, tmp_path):
     cut("astronaut_de_gt", 8, tmp_path / "gt" / "a.mp4")
     cut("astronaut_de_noisy", 8, tmp_path / "m" / "a.mp4")
     run = theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, tmp_path / "out", store=root / "store",
-                              fid_variant="clean-fid", hf_dataset="someone/talking-heads")
+                              fid_variant="clean-fid", all_variants=True, hf_dataset="someone/talking-heads")
     assert run.summary[0]["FID"] > 0
+    assert "FID variant clean-fid (GaParmar/clean-fid 0.1.35 (c8ffa42), mode clean)" in run.provenance["FID"]
+    assert "inception-2015-12-05.pt" in run.provenance["FID"] and "(stand-in:0)" in run.provenance["FID"]
     vbench = json.loads((tmp_path / "out" / "vbench" / "m_eval_results.json").read_text())
     assert vbench["fid"] == [run.summary[0]["FID"], []] and vbench["ssim"][1][0]["video_path"].endswith("m/a.mp4")
     hub = (tmp_path / "out" / "hf" / "m" / ".eval_results" / "theval-classic.yaml").read_text()
-    assert '"task_id": "fid"' not in hub and 'task_id: "fid"' in hub and "clean-fid 0.1.35" in hub
-    assert "FID variant clean-fid (GaParmar/clean-fid 0.1.35 (c8ffa42), mode clean)" in run.provenance["FID"]
-    assert "inception-2015-12-05.pt" in run.provenance["FID"] and "(stand-in:0)" in run.provenance["FID"]
+    assert 'task_id: "fid"' in hub and "clean-fid 0.1.35" in hub and "STAND-IN" in hub
+    # every variant on the same frames, side by side
+    fids = {v: run.variants[("m", "FID", v)] for v in fid.VARIANTS}
+    assert fids["clean-fid"] == run.summary[0]["FID"]
+    assert fids["clean-fid-legacy-pytorch"] == pytest.approx(fids["pytorch-fid"], rel=1e-4)
+    assert fids["clean-fid"] != pytest.approx(fids["pytorch-fid"], rel=1e-4)
+    assert not any(c != "FID" for _, c, _ in run.variants)  # no SyncNet in this store: no LSE variants
+    table = (tmp_path / "out" / "classic_variants.md").read_text()
+    assert table.startswith("WARNING: computed with STAND-IN weights") and "| clean-fid (default) | clean-fid-legacy" in table
+    assert "- clean-fid: GaParmar/clean-fid 0.1.35 (c8ffa42), mode clean" in table
+    rows = (tmp_path / "out" / "classic_variants.csv").read_text().splitlines()
+    assert rows[0] == "model,metric,variant,follows,value,spread" and len(rows) == 1 + len(fid.VARIANTS)
     stand_in.write(tmp_path / "only-pytorch-fid", 0, models=(), classic=["fid-inception"])
     run = theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, store=tmp_path / "only-pytorch-fid",
                               fid_variant="clean-fid")

@@ -159,3 +159,16 @@ def test_fid_fvd_intervals_reach_every_output_and_a_single_video_has_none(tmp_pa
                               "resamples": 0}
     block = {k: v for k, v in doc.items() if k != "videos"}
     jsonschema.Draft202012Validator(json.loads(RESULTS_SCHEMA.read_text())["properties"]["classic"]).validate(block)
+
+
+def test_the_variants_table_puts_the_default_first_with_the_spread():
+    from theval_mesh.pure.metrics.classic import variant_spread, variants_markdown
+
+    assert variant_spread([10.0, 11.0, 9.5], 10.0) == pytest.approx(0.15)
+    assert math.isnan(variant_spread([10.0], 10.0)) and math.isnan(variant_spread([1.0, 2.0], 0.0))
+    variants = {("m", "FID", "b"): 12.0, ("m", "FID", "a"): 10.0, ("n", "FID", "b"): 8.0,
+                ("m", "LSE-C", "x"): 6.0}
+    text = variants_markdown(variants, {"a": "repo A 1.0", "b": "repo B"}, {"FID": "b", "LSE-C": "x"})
+    assert "| model | b (default) | a | spread |" in text
+    assert "| m | 12 | 10 | 16.67% |" in text and "| n | 8 | -- | -- |" in text
+    assert "- a: repo A 1.0" in text and "### LSE-C" in text and "| m | 6 | spread |" not in text

@@ -32,6 +32,9 @@ def register(subparsers) -> None:
     p.add_argument("--fid-variant", choices=list(fid_variants()), default="pytorch-fid",
                    help="the implementation that computes FID: " + "; ".join(
                        f"{name}: {follows}" for name, follows in fid_variants().items()) + " (default: pytorch-fid)")
+    p.add_argument("--all-variants", action="store_true",
+                   help="also compute every other variant (LSE pipelines, FID variants) on the same videos and write "
+                        "how far they disagree: classic_variants.csv and classic_variants.md")
     p.add_argument("--hf-dataset", metavar="ID",
                    help="also write each model's values as Hugging Face eval results (hf/MODEL/.eval_results/"
                         "theval-classic.yaml) for this benchmark dataset on the Hub")
@@ -52,7 +55,7 @@ def run(args) -> int:
     models = classic_metrics.generated_models(args.generated, args.model)
     result = classic_metrics.run(models, args.gt, store=args.store, progress=not args.no_progress,
                                 lse_pipeline=args.lse_pipeline, source_image=args.source_image,
-                                fid_variant=args.fid_variant)
+                                fid_variant=args.fid_variant, all_variants=args.all_variants)
     videos, summary = classic_metrics.write_outputs(result, args.out, hf_dataset=args.hf_dataset)
     print(classic_metrics.format_summary(result))
     for line in classic_metrics.notes(result):  # stand-in warning, provenance, sample sizes
@@ -65,6 +68,8 @@ def run(args) -> int:
     for row in result.failed:
         print(f"failed: {row.reason}")
     print(f"per video: {videos}\nper model: {summary}")
+    if result.variants:
+        print(f"variants side by side: {videos.parent / 'classic_variants.md'}")
     print(f"VBench's per-video format: {videos.parent / 'vbench'}; Hugging Face eval results: "
           + (f"{videos.parent / 'hf'}" if args.hf_dataset else "pass --hf-dataset ID to write them"))
     return EXIT_PARTIAL if result.failed else EXIT_OK

@@ -83,6 +83,8 @@ class ClassicRun:
     provenance: dict = field(default_factory=dict)   # column(s) -> what computed them
     # (model, FID|FVD) -> (generated, GT) frames|clips, (generated, GT) videos, resamples of its interval
     samples: dict = field(default_factory=dict)
+    # --all-variants: (model, column, variant) -> the model's value as that implementation computes it
+    variants: dict = field(default_factory=dict)
 
     @property
     def failed(self) -> list[ClassicRow]:
@@ -253,7 +255,10 @@ def summarize(rows: list[ClassicRow], models: list[str], network_values: dict | 
 
 def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limits(),
         progress: bool = True, lse_pipeline: str = lse.SYNCNET_PYTHON, source_image=None,
-        fid_variant: str = "pytorch-fid") -> ClassicRun:
+        fid_variant: str = "pytorch-fid", all_variants: bool = False) -> ClassicRun:
+    """The classic metrics of each generated video against its GT video, and per model. The
+    columns follow lse_pipeline and fid_variant; all_variants: also every other variant's value
+    per model (ClassicRun.variants), from the same decoded frames."""
     from theval_mesh.backends.classic.fid import VARIANTS
 
     if lse_pipeline not in lse.PIPELINES:
@@ -288,6 +293,7 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
         except WeightsMissing as err:
             skipped.insert(0, str(err))
     todo = [r for r in rows if r.status == OK]
+    other_lse = {}  # (video, pipeline) -> (LSE-C, LSE-D) of the pipelines not chosen (all_variants)
     for row in tqdm(todo, desc="pairs", unit="pair", disable=not progress):
         try:
             for key, value in compare(row.video, row.gt_video, limits, arcface_net, source).items():
@@ -297,12 +303,48 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
             continue
         if net is not None:
             _add_sync(row, net, limits, lse_pipeline, s3fd)
+            for pipeline in (p for p in lse.PIPELINES if all_variants and p != lse_pipeline):
+                other = ClassicRow(row.model, row.video)
+                _add_sync(other, net, limits, pipeline, s3fd)
+                other_lse[(row.video, pipeline)] = (other.lse_c, other.lse_d)
     names = list(dict.fromkeys(m for m, _ in models))
-    sets = SetMetrics(store, limits, skipped, provenance, fid_variant)
-    values = {m: sets.of([r for r in rows if r.model == m and r.status == OK]) for m in names} if sets.nets else {}
+    sets = SetMetrics(store, limits, skipped, provenance, fid_variant, all_variants)
+    values = ({m: sets.of([r for r in rows if r.model == m and r.status == OK]) for m in names}
+              if sets.nets or sets.other_fid else {})
     result = ClassicRun(rows, summarize(rows, names, values, network_intervals=sets.intervals), skipped, provenance)
     result.samples = {key: (*sizes, sets.resamples.get(key, 0)) for key, sizes in sets.samples.items()}
+    if all_variants:
+        result.variants = _variant_values(result, lse_pipeline if net is not None else None, other_lse,
+                                          fid_variant, sets.variant_values)
     return result
+
+
+def _variant_values(result: ClassicRun, lse_pipeline: str | None, other_lse: dict, fid_variant: str,
+                    fid_values: dict) -> dict:
+    """(model, column, variant) -> value: LSE-C and LSE-D per pipeline (the mean over the model's
+    videos with a value, as the summary's), FID per variant (fid_values: the variants not chosen)."""
+    out = {}
+    for s in result.summary:
+        model = s["Model"]
+        if lse_pipeline is not None:
+            ok = [r for r in result.rows if r.model == model and r.status == OK]
+            for column, j in ((lm.LSE_C, 0), (lm.LSE_D, 1)):
+                out[(model, column, lse_pipeline)] = s[column]
+                for (video, pipeline), pair in other_lse.items():
+                    if any(r.video == video for r in ok):
+                        out.setdefault((model, column, pipeline), [])
+                        out[(model, column, pipeline)].append(pair[j])
+        if lm.FID in result.provenance:
+            out[(model, lm.FID, fid_variant)] = s[lm.FID]
+        for (m, variant), value in fid_values.items():
+            if m == model:
+                out[(model, lm.FID, variant)] = value
+    return {k: (_finite_mean(v) if isinstance(v, list) else v) for k, v in out.items()}
+
+
+def _finite_mean(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.nan
 
 
 class SetMetrics:
@@ -311,13 +353,22 @@ class SetMetrics:
     sizes are stated, since both are biased with few samples, a bias the interval does not
     correct). Each GT video's features are computed once."""
 
-    def __init__(self, store, limits: Limits, skipped: list[str], provenance: dict, fid_variant: str = "pytorch-fid"):
+    def __init__(self, store, limits: Limits, skipped: list[str], provenance: dict, fid_variant: str = "pytorch-fid",
+                 all_variants: bool = False):
         from theval_mesh.backends.classic import fid, fvd
         from theval_mesh.backends.classic.networks import describe
 
         self.limits, self.skipped, self.nets, self.samples, self.cache = limits, skipped, {}, {}, {}
         self.intervals, self.resamples = {}, {}  # (model, column) -> (low, high), resamples
         self.fid_variant = fid.VARIANTS[fid_variant]
+        # all_variants: the other FID variants whose network is in the store -> their loaded network
+        self.other_fid, self.variant_values = {}, {}  # variant_values: (model, variant) -> FID
+        for v in (v for v in fid.VARIANTS.values() if all_variants and v.name != fid_variant):
+            if skip_reason(v.network, store):
+                skipped.append(f"FID variant {v.name}: {skip_reason(v.network, store)}")
+                continue
+            self.other_fid[v.name] = v.load(store)
+            provenance[f"FID ({v.name})"] = f"{describe(v.network, store)}; {v.follows}: {v.what}"
         for name, column, load, what in (
                 (self.fid_variant.network, lm.FID, self.fid_variant.load,
                  f"FID variant {self.fid_variant.name} ({self.fid_variant.follows}): {self.fid_variant.what}"),
@@ -341,6 +392,8 @@ class SetMetrics:
             if lm.FID in self.nets:
                 out[lm.FID] = fid.inception_features(frames, net=self.nets[lm.FID],
                                                      variant=self.fid_variant.name).features
+            for variant, net in self.other_fid.items():
+                out[(lm.FID, variant)] = fid.inception_features(frames, net=net, variant=variant).features
             if lm.FVD in self.nets:
                 clips = list(fvd.video_clips(frames))
                 out[lm.FVD] = (fvd.i3d_features([frames], detector=self.nets[lm.FVD]).features if clips
@@ -373,6 +426,13 @@ class SetMetrics:
             if math.isfinite(values[column]):
                 self.intervals[key] = self._interval(a, b, [len(f[column]) for f in gen],
                                                      [len(f[column]) for f in gt], gt_index, ddof, key)
+        for variant in self.other_fid:  # the point estimate only: the intervals are the chosen variant's
+            a, b = (np.concatenate([f[(lm.FID, variant)] for f in side]) for side in (gen, gt))
+            try:
+                self.variant_values[(rows[0].model, variant)] = fid.fid(a, b) if min(len(a), len(b)) >= 2 else math.nan
+            except ValueError as err:
+                self.skipped.append(f"FID ({variant}) of {rows[0].model}: {err}")
+                self.variant_values[(rows[0].model, variant)] = math.nan
         return values
 
     def _interval(self, a, b, gen_rows, gt_rows, gt_index, ddof: int, key) -> tuple:
@@ -484,7 +544,38 @@ def write_outputs(result: ClassicRun, out_dir, hf_dataset: str | None = None) ->
     (out / "classic.json").write_text(json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n")
     _add_to_results_json(out / "results.json", json_safe(block))
     _write_exchange_formats(result, out, hf_dataset)
+    if result.variants:
+        _write_variants(result, out)
     return videos, summary
+
+
+def variant_follows() -> dict[str, str]:
+    """Every variant of a classic metric -> the code it follows."""
+    from theval_mesh.backends.classic.fid import VARIANTS
+
+    return {lse.SYNCNET_PYTHON: "joonson/syncnet_python's pipeline (its ffmpeg re-encodings, JPEG frames, XVID crops)",
+            lse.IN_PROCESS: "syncnet_python's network and math on the decoded pixels, nothing re-encoded",
+            **{name: v.follows for name, v in VARIANTS.items()}}
+
+
+def _write_variants(result: ClassicRun, out: Path) -> None:
+    """classic_variants.csv (model, metric, variant, follows, value, spread) and classic_variants.md
+    (a table per metric): how far the implementations disagree on the same videos."""
+    defaults = {}
+    for (_, column, variant) in result.variants:  # the run's own variant comes first per column
+        defaults.setdefault(column, variant)
+    follows = variant_follows()
+    records = []
+    for (model, column, variant), value in result.variants.items():
+        row = [v for (m, c, _), v in result.variants.items() if m == model and c == column]
+        records.append({"model": model, "metric": column, "variant": variant, "follows": follows.get(variant, ""),
+                        "value": value, "spread": lm.variant_spread(row, result.variants[(model, column, defaults[column])])})
+    _write_csv(out / "classic_variants.csv", ["model", "metric", "variant", "follows", "value", "spread"], records)
+    stand_in = [n for n in notes(result) if n.startswith("WARNING")]
+    (out / "classic_variants.md").write_text(
+        "\n".join(stand_in + ["", "How far the implementations of each metric disagree on the same videos "
+                               "(spread: max - min over |the default's value|).", ""])
+        + lm.variants_markdown(result.variants, follows, defaults))
 
 
 # summary column -> its key in other tools' files (VBench's dimensions, the Hub's task ids)

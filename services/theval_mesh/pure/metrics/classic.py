@@ -223,3 +223,34 @@ def summary_latex(summary: list[dict], notes: list[str], decimals: int = 3) -> s
     lines += [" & ".join([latex_escape(r["Model"]), *(cell(r, c) for c in columns)]) + r" \\" for r in summary]
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
+
+
+def variant_spread(values: list[float], default: float) -> float:
+    """How far a metric's implementations disagree on one model: (max - min) over |the default
+    variant's value|; NaN without two values or with a default of 0 or none."""
+    finite = [v for v in values if math.isfinite(v)]
+    if len(finite) < 2 or not math.isfinite(default) or default == 0:
+        return math.nan
+    return (max(finite) - min(finite)) / abs(default)
+
+
+def variants_markdown(variants: dict, follows: dict, defaults: dict, decimals: int = 4) -> str:
+    """One Markdown table per metric of the --all-variants values: a row per model, a column per
+    variant (the default first, marked), and the spread (variant_spread, in %). variants:
+    (model, column, variant) -> value; follows: variant -> the code it follows; defaults: column ->
+    the variant the run's columns use."""
+    out = []
+    for column in dict.fromkeys(c for _, c, _ in variants):
+        names = [defaults[column]] + sorted({v for _, c, v in variants if c == column} - {defaults[column]})
+        models = list(dict.fromkeys(m for m, c, _ in variants if c == column))
+        out += [f"### {column}", "", "| model | " + " | ".join(
+            f"{v}{' (default)' if v == defaults[column] else ''}" for v in names) + " | spread |",
+                "|---" * (len(names) + 2) + "|"]
+        for model in models:
+            row = [variants.get((model, column, v), math.nan) for v in names]
+            spread = variant_spread(row, row[0])
+            cells = ["--" if math.isnan(v) else f"{v:.{decimals}g}" for v in row]
+            out.append(f"| {model} | " + " | ".join(cells) + " | " + ("--" if math.isnan(spread) else f"{spread:.2%}")
+                       + " |")
+        out += [""] + [f"- {v}: {follows.get(v, v)}" for v in names] + [""]
+    return "\n".join(out)
