@@ -184,17 +184,26 @@ def test_a_job_is_resumed_only_when_no_driver_runs_it(jobs):
 
 def test_a_killed_driver_is_resumed_while_its_watcher_still_waits_on_it(jobs, monkeypatch):
     """The job's watcher blocks in wait() on its driver, and then Popen.poll() answers None (still
-    running) even once the driver is dead: resume() must not refuse the job as "already running"."""
+    running) even once the driver is dead: resume() must not refuse the job as "already running".
+    The store still says running (the watcher records the end later): the job is queued again all
+    the same, with no error."""
     job = a_job(jobs)
-    driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    claim = (f"from theval_mesh.stores.job_store import SqlJobStore; SqlJobStore({jobs.store.path!r}).claim({job.id!r}); "
+             "import time; time.sleep(60)")
+    driver = subprocess.Popen([sys.executable, "-c", claim])
     jobs._drivers[job.id] = driver
+    deadline = time.monotonic() + 60
+    while jobs.store.get(job.id).state != "running":  # the driver has claimed it
+        assert time.monotonic() < deadline and driver.poll() is None
+        time.sleep(0.1)
     watcher = threading.Thread(target=driver.wait, daemon=True)  # as _watch does
     watcher.start()
     time.sleep(0.2)  # the watcher now holds the driver's waitpid lock
     driver.kill()
     started = []
     monkeypatch.setattr(jobs, "_start", lambda job_id, workers, how: started.append((job_id, how)))
-    assert jobs.resume(job.id, "alice").state == "queued"
+    resumed = jobs.resume(job.id, "alice")
+    assert (resumed.state, resumed.error) == ("queued", None)
     watcher.join(10)
     assert started == [(job.id, "resumed")]
 

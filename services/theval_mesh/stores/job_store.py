@@ -347,9 +347,15 @@ class SqlJobStore:
         return self.get(job_id)
 
     def requeue(self, job_id: str):
-        """An interrupted or failed job is queued again (its new driver then claims it)."""
-        self._write(lambda db: db.execute("UPDATE jobs SET state='queued', error=NULL, finished=NULL WHERE id=? AND "
-                                          "state IN ('interrupted', 'failed')", (job_id,)), job_id)
+        """An interrupted or failed job is queued again (its new driver then claims it); so is one
+        still stored as running whose driver is dead (killed, its end not recorded yet)."""
+        def queue(db):
+            state, driver, heartbeat = db.execute("SELECT state, driver, heartbeat FROM jobs WHERE id=?",
+                                                  (job_id,)).fetchone()
+            if state in ("interrupted", "failed") or (state == "running" and not _driver_alive(driver, heartbeat)):
+                db.execute("UPDATE jobs SET state='queued', error=NULL, finished=NULL, heartbeat=NULL WHERE id=?",
+                           (job_id,))
+        self._write(queue, job_id)
 
     def beat(self, job_id: str) -> bool:
         """Heartbeat of the driver; returns True when a cancel was requested."""
