@@ -3,21 +3,18 @@
 # image's row in scripts/images.py: edit those, not this file.
 # The build context is made by `./dev images` (scripts/images.py): wheels/ holds exactly the
 # third-party wheels this image installs, project/ the project's own wheel, both from the
-# wheelhouse built on the host with constraints.txt; the build runs with --network none. The
-# dependencies' layers stay cached while only the project's code changes.
+# wheelhouse built on the host with constraints.txt. BuildKit mounts them for the installs only
+# (no layer holds a wheel) and the build runs with --network none. The dependencies' layer stays
+# cached while only the project's code changes.
 ARG BASE=python:3.11-slim-bookworm
 
-FROM ${BASE} AS build
-COPY wheels/ /wheels/
-RUN python3 -m venv /opt/theval \
- && /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps /wheels/*.whl
-COPY project/ /project/
-RUN /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps --prefix /tmp/project /project/*.whl \
- && PYTHONPATH=/tmp/project/lib/python3.11/site-packages /opt/theval/bin/pip check
-
 FROM ${BASE}
-COPY --from=build /opt/theval /opt/theval
-COPY --from=build /tmp/project /opt/theval
+RUN --mount=type=bind,source=wheels,target=/wheels \
+    python3 -m venv /opt/theval \
+ && /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps /wheels/*.whl
+RUN --mount=type=bind,source=project,target=/project \
+    /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps /project/*.whl \
+ && /opt/theval/bin/pip check
 ARG VERSION=0.0.0
 ARG REVISION=unknown
 ARG SOURCE=theval-mesh

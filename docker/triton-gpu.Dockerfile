@@ -8,25 +8,18 @@
 # reachable (not on the project's offline CI machine, which builds the CPU triton image instead).
 ARG BASE=nvcr.io/nvidia/tritonserver:24.10-py3
 
-FROM ${BASE} AS build
+FROM ${BASE}
 # hadolint ignore=DL3008
 RUN apt-get update && apt-get install -y --no-install-recommends python3.11 python3.11-venv \
  && rm -rf /var/lib/apt/lists/*
-COPY wheels/ /wheels/
-RUN python3.11 -m venv /opt/theval \
+RUN --mount=type=bind,source=wheels,target=/wheels \
+    python3.11 -m venv /opt/theval \
  && /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps /wheels/*.whl
-COPY project/ /project/
-RUN /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps /project/*.whl \
- && /opt/theval/bin/pip check
-
-FROM ${BASE}
-# hadolint ignore=DL3008
-RUN apt-get update && apt-get install -y --no-install-recommends python3.11 \
- && rm -rf /var/lib/apt/lists/*
-COPY --from=build /opt/theval /opt/theval
-COPY --from=build \
-  /opt/theval/lib/python3.11/site-packages/pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub \
-  /opt/tritonserver/backends/python/triton_python_backend_stub
+RUN --mount=type=bind,source=project,target=/project \
+    /opt/theval/bin/pip install --no-cache-dir --no-index --no-deps /project/*.whl \
+ && /opt/theval/bin/pip check \
+ && cp /opt/theval/lib/python3.11/site-packages/pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub \
+       /opt/tritonserver/backends/python/triton_python_backend_stub
 COPY triton_models/ /opt/theval/triton_models/
 ARG VERSION=0.0.0
 ARG REVISION=unknown

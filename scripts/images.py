@@ -8,9 +8,13 @@
    project's own wheel is rebuilt each time).
 3. Each image's build context: exactly the wheels it installs (hard links), resolved offline by
    pip against the wheelhouse, minus those of its parent (the torch runtime); then `docker build
-   --network none`, so nothing is downloaded and the layer cache makes rebuilds incremental.
-4. The images an earlier build made and this one superseded (old tags, old build stages: gigabytes
-   each time the dependencies change) are removed; nothing this project did not build is touched.
+   --network none` with BuildKit, so nothing is downloaded and the layer cache makes rebuilds
+   incremental. The Dockerfiles bind-mount the wheels for their installs: no layer holds a wheel,
+   and each venv is stored once (a copied wheel layer and a build stage cost the torch runtime
+   three times its size on disk).
+4. The images an earlier build made and this one superseded (old tags: gigabytes each time the
+   dependencies change) are removed, and BuildKit's copies of the build contexts; nothing this
+   project did not build is touched.
 """
 import argparse
 import hashlib
@@ -225,8 +229,27 @@ def context(image: Image, wheels: Path) -> Path:
 
 # -- the images ------------------------------------------------------------------------------------
 
+def buildkit_client() -> list[str]:
+    """A docker client that builds with BuildKit (the Dockerfiles mount their wheels): one with the
+    buildx plugin (Docker 23 and later), or a 20.10 client, whose BuildKit is built in (Debian's
+    docker.io has no buildx). The first such `docker` on PATH."""
+    seen = []
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        exe = Path(folder) / "docker"
+        if not (exe.is_file() and os.access(exe, os.X_OK)) or exe.resolve() in seen:
+            continue
+        seen.append(exe.resolve())
+        if subprocess.run([exe, "buildx", "version"], capture_output=True).returncode == 0:
+            return [str(exe), "build"]
+        client = subprocess.run([exe, "version", "-f", "{{.Client.Version}}"], capture_output=True, text=True)
+        if re.match(r"(1\d|20)\.", client.stdout.strip()):
+            return [str(exe), "build"]
+    raise SystemExit("error: no docker client here builds with BuildKit: install the buildx plugin "
+                     "(docker-buildx-plugin, or Debian's docker.io 20.10, whose client has BuildKit built in)")
+
+
 def build(image: Image, base: dict, wheels: Path, no_cache: bool = False) -> dict:
-    """docker build one image; returns its tag, size and build seconds."""
+    """docker build one image; returns its tag, size, build seconds and id."""
     start = time.monotonic()
     folder = context(image, wheels)
     args = {"VERSION": version(), "REVISION": revision(),
@@ -235,25 +258,21 @@ def build(image: Image, base: dict, wheels: Path, no_cache: bool = False) -> dic
         args["BASE"] = base[image.gl]
     if image.parent:
         args["TORCH"] = tag(image.parent)
-    cmd = ["docker", "build", "--network", "none", "-f", DOCKER / f"{image.name}.Dockerfile",
-           "-t", tag(image.name), "-t", f"{REPOSITORY}/{image.name}:latest"]
+    cmd = buildkit_client() + ["--progress", "plain", "--network", "none",
+                               "-f", DOCKER / f"{image.name}.Dockerfile",
+                               "-t", tag(image.name), "-t", f"{REPOSITORY}/{image.name}:latest"]
     for key, value in args.items():
         cmd += ["--build-arg", f"{key}={value}"]
     if no_cache:
         cmd.append("--no-cache")
     log(f"building {tag(image.name)}")
-    # The classic builder: BuildKit needs the buildx plugin, which Debian's docker.io lacks.
     done = subprocess.run([str(c) for c in cmd + [folder]], capture_output=True, text=True,
-                          env={**os.environ, "DOCKER_BUILDKIT": "0"})
-    # Every image the build used or made: each step prints " ---> ID" (build stages included).
-    used = set(re.findall(r"---> ([0-9a-f]{12})\b", done.stdout))
+                          env={**os.environ, "DOCKER_BUILDKIT": "1"})
     if done.returncode != 0:
-        remember({image.name: used})  # a failed build's images are removed by the next one
         raise SystemExit(f"error: building {tag(image.name)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     shutil.rmtree(folder, ignore_errors=True)
-    used.add(image_id(tag(image.name)))
     return {"image": tag(image.name), "bytes": image_size(tag(image.name)),
-            "seconds": round(time.monotonic() - start, 1), "used": sorted(used)}
+            "seconds": round(time.monotonic() - start, 1), "used": [image_id(tag(image.name))]}
 
 
 def ledger_file() -> Path:
@@ -292,7 +311,13 @@ def remove_superseded(used: dict) -> int:
     return len(stale)
 
 
-def warn_if_short_of_disk(need: float = 30e9):
+def drop_context_copies():
+    """BuildKit keeps a copy of each build context it was sent (the torch runtime's: its wheels, GBs)
+    to speed up the next transfer; the images need none of it. Only those copies are dropped."""
+    subprocess.run(["docker", "builder", "prune", "-f", "--filter", "type=source.local"], capture_output=True)
+
+
+def warn_if_short_of_disk(need: float = 16e9):
     """A build that runs out of disk fails deep in a layer copy: say so before it starts."""
     root = subprocess.run(["docker", "info", "-f", "{{.DockerRootDir}}"], capture_output=True, text=True).stdout.strip()
     free = shutil.disk_usage(root).free if root and Path(root).is_dir() else need
@@ -316,6 +341,7 @@ def build_all(names=None, base: str | None = None, no_cache: bool = False) -> li
     wheels = wheelhouse()
     built = [build(IMAGES[n], base_images, wheels, no_cache) for n in order]
     removed = remove_superseded({name: set(b.pop("used")) for name, b in zip(order, built)})
+    drop_context_copies()
     if removed:
         log(f"removed {removed} superseded image(s) of earlier builds")
     return built

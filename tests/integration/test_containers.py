@@ -113,14 +113,15 @@ def test_each_image_holds_its_service_only_and_is_labelled(built):
 
 def test_a_build_removes_the_images_it_superseded_and_nothing_else(built, tmp_path, monkeypatch):
     """Each rebuild after a dependency change leaves gigabytes of old images: `./dev images` removes
-    those its own ledger lists, never another project's dangling images."""
+    those its own ledger lists, never another project's dangling images (both built as it builds)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # a ledger of this test's own
 
     def build(repository, label):  # distinct content per repository: equal images share an id
         key = repository.replace("/", ".")
         (tmp_path / "Dockerfile").write_text(f"FROM {built['headpose']['image']}\nLABEL {key}={label}\n")
-        subprocess.run(["docker", "build", "-q", "--network", "none", "-t", f"{repository}:probe", str(tmp_path)],
-                       check=True, capture_output=True, env={**os.environ, "DOCKER_BUILDKIT": "0"})
+        subprocess.run(images.buildkit_client() + ["-q", "--network", "none", "-t", f"{repository}:probe",
+                                                   str(tmp_path)],
+                       check=True, capture_output=True, env={**os.environ, "DOCKER_BUILDKIT": "1"})
         return images.image_id(f"{repository}:probe")
 
     old, foreign_old = build("theval-test/ours", 1), build("theval-test/foreign", 1)

@@ -1,6 +1,6 @@
 """docker/: the service images' Dockerfiles are what their templates make (scripts/dockerfiles.py);
-every Dockerfile is hadolint-clean and shaped as the images need (multi-stage, non-root, health
-check, labels); the compose file takes its ports from mesh.env and only settings the code declares.
+every Dockerfile is hadolint-clean and shaped as the images need (wheels mounted, never copied;
+non-root, health check, labels); the compose file takes its ports from mesh.env and only settings the code declares.
 No engine needed: the images themselves are tested in tests/integration/test_containers.py."""
 import re
 import shutil
@@ -39,15 +39,21 @@ def test_hadolint_finds_nothing(path):
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
-def test_multi_stage_non_root_labelled(path):
+def test_wheels_are_mounted_never_copied_and_the_user_is_not_root(path):
     text = path.read_text()
     froms = re.findall(r"^FROM (\S+)", text, re.M)
-    assert len(froms) >= 2, "multi-stage: the wheels stay in the build stage"
-    assert re.search(r"^COPY --from=build ", text, re.M)
+    # One stage: BuildKit bind-mounts the wheels and the project's wheel for the installs, so no
+    # layer holds a wheel and the venv is stored once (no build stage copied over).
+    assert len(froms) == 1, froms
+    assert re.search(r"^RUN --mount=type=bind,source=wheels,target=/wheels\b", text, re.M)
+    assert not re.search(r"^COPY .*\b(wheels|project)/", text, re.M)
     name = path.name.removesuffix(".Dockerfile")
+    if name != "torch":  # the project's own wheel, in a layer of its own (the dependencies' stays cached)
+        assert re.search(r"^RUN --mount=type=bind,source=project,target=/project\b", text, re.M)
     image = images.IMAGES.get(name)
     if image is not None and image.parent:
-        assert froms[0] == froms[-1] == "${TORCH}" and "ARG TORCH=" in text
+        assert froms[0] == "${TORCH}" and "ARG TORCH=" in text
+        assert re.findall(r"^USER (\S+)", text, re.M)[-1] == containers.CONTAINER_USER
     elif image is not None and image.own_base:  # NVIDIA's Triton image and its unprivileged user
         assert "ARG BASE=nvcr.io/nvidia/tritonserver:" in text and froms[-1] == "${BASE}"
         assert re.findall(r"^USER (\S+)", text, re.M)[-1] == "1000:1000"
