@@ -284,6 +284,9 @@ def test_prometheus_scrapes_every_container(mesh, kit, tmp_path):
             for path in kit.videos("gt")[:2]:
                 request = evaluator_pb2.EvaluateRequest(video=common_pb2.VideoRef(uri=str(path)))
                 assert stub.Evaluate(request, timeout=120).result.status == "ok"
+        stub, channel = evaluator(mesh, token=False)  # a refused call of its own: the test runs alone too
+        with channel, pytest.raises(grpc.RpcError):
+            stub.Evaluate(request, timeout=60)
         ok = 'theval_videos_scored_total{job="theval", service="evaluator", outcome="ok"}'
         prometheus.wait(lambda: prometheus.query(f"{ok} >= 2"), "videos scored not seen", timeout=30)
         assert {r["metric"]["service"] for r in prometheus.query('up{job="theval"} == 1')} == set(targets)
