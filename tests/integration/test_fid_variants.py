@@ -4,7 +4,9 @@ process on the same PNG frames and the same STAND-IN weights (the published Ince
 be fetched here), each as its README calls it: `compute_fid(dir1, dir2, mode=...)`. The clean mode
 loads the TorchScript Inception from the store's folder (clean-fid's own InceptionV3W class, passed
 as its custom_feat_extractor: its default looks in /tmp); legacy_pytorch loads pytorch-fid's file
-through torch.hub's cache (TORCH_HOME). pytorch-fid itself: test_fid_fvd_parity.py."""
+through torch.hub's cache (TORCH_HOME). torchmetrics 1.9.0 (with torch-fidelity 0.4.0), installed
+with the tests too, is run unmodified the same way: its FrechetInceptionDistance loads the stand-in
+pytorch-fid file (feature_extractor_weights_path). pytorch-fid itself: test_fid_fvd_parity.py."""
 import itertools
 import json
 from pathlib import Path
@@ -85,6 +87,32 @@ def test_each_variant_gives_its_own_codes_features_and_fid(kit, variant, monkeyp
     assert fid.fid(ours, b) == pytest.approx(expected, rel=1e-5)
 
 
+def test_the_torchmetrics_variant_gives_torchmetrics_features_and_fid(kit):
+    """FrechetInceptionDistance(feature=2048) as its docs call it, on uint8 (B, 3, H, W) batches:
+    its network's features of set A, and compute() of A (fake) against B (real)."""
+    import torch
+    from torchmetrics.image.fid import FrechetInceptionDistance
+
+    root, frames = kit
+    store = root / "store"
+    metric = FrechetInceptionDistance(feature=2048,
+                                      feature_extractor_weights_path=str(store / "pt_inception-2015-12-05-6726825d.pth"))
+
+    def batch(side):
+        return torch.from_numpy(np.stack(frames[side])).permute(0, 3, 1, 2).contiguous()
+
+    with torch.no_grad():
+        theirs = metric.inception(batch("A")).double().numpy()
+    ours = fid.inception_features(frames["A"], store=store, variant="torchmetrics", batch_size=4).features
+    assert ours.shape == theirs.shape == (2 * FRAMES, fid.FEATURES)
+    assert np.abs(ours - theirs).max() <= 1e-5 * np.abs(theirs).max()
+    metric.update(batch("B"), real=True)
+    metric.update(batch("A"), real=False)
+    expected = float(metric.compute())
+    b = fid.inception_features(frames["B"], store=store, variant="torchmetrics", batch_size=4).features
+    assert fid.VARIANTS["torchmetrics"].distance(ours, b) == pytest.approx(expected, rel=1e-5)
+
+
 def test_the_variants_differ_by_their_pipeline_and_agree_where_it_is_the_same(kit):
     """With one network's weights in both files, clean mode differs from pytorch-fid by its resize
     (PIL bicubic, antialiased) and its normalisation ((x - 128) / 128); legacy_pytorch resizes the
@@ -99,6 +127,8 @@ def test_the_variants_differ_by_their_pipeline_and_agree_where_it_is_the_same(ki
     assert np.abs(features["clean-fid"] - features["pytorch-fid"]).max() > 1e-3 * scale
     assert np.abs(features["clean-fid-legacy-pytorch"] - features["pytorch-fid"]).max() <= 1e-5 * scale
     assert fid.fid(features["clean-fid"], features["clean-fid"]) == pytest.approx(0, abs=1e-3)
+    # torchmetrics resizes with antialiasing (these frames are 512 px): not pytorch-fid's features
+    assert np.abs(features["torchmetrics"] - features["pytorch-fid"]).max() > 1e-3 * scale
 
 
 def test_the_command_names_the_variant_computes_them_all_and_needs_its_network(kit, tmp_path):
@@ -126,6 +156,7 @@ def test_the_command_names_the_variant_computes_them_all_and_needs_its_network(k
     assert fids["clean-fid"] == run.summary[0]["FID"]
     assert fids["clean-fid-legacy-pytorch"] == pytest.approx(fids["pytorch-fid"], rel=1e-4)
     assert fids["clean-fid"] != pytest.approx(fids["pytorch-fid"], rel=1e-4)
+    assert fids["torchmetrics"] != pytest.approx(fids["pytorch-fid"], rel=1e-4)
     assert not any(c != "FID" for _, c, _ in run.variants)  # no SyncNet in this store: no LSE variants
     table = (tmp_path / "out" / "classic_variants.md").read_text()
     assert table.startswith("WARNING: computed with STAND-IN weights") and "| clean-fid (default) | clean-fid-legacy" in table

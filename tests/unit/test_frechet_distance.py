@@ -185,3 +185,17 @@ def test_a_resample_of_frameless_videos_has_no_value():
     with np.errstate(all="raise"):  # no division by a zero weight on the way
         assert np.isnan(frechet_distance_weighted(a, np.zeros(5), b, np.ones(5), 0))
         assert np.isnan(frechet_distance_weighted(a, np.r_[1.0, np.zeros(4)], b, np.ones(5), 1))
+
+
+@pytest.mark.parametrize("n1, n2, d", [(40, 30, 6), (5, 9, 12)])
+def test_torchmetrics_distance_is_the_sqrtm_distance_in_float32(n1, n2, d):
+    """torchmetrics' route (float64 sums, eigenvalues of S_r S_f) gives the square-root distance,
+    full rank or not (fewer rows than dimensions), rounded to float32; one set against itself is 0."""
+    rng = np.random.default_rng(n1 + d)
+    a, b = rng.normal(0.3, 1, (n1, d)), rng.normal(0, 0.5, (n2, d))
+    expected = lm.frechet_distance_stats(*gaussian_stats(a), *gaussian_stats(b), imaginary_atol=None)
+    got = lm.frechet_distance_torchmetrics(a, b)
+    assert got == pytest.approx(expected, rel=1e-6) and got == float(np.float32(got))
+    assert lm.frechet_distance_torchmetrics(a, a) == pytest.approx(0, abs=1e-5)
+    with pytest.raises(ValueError, match="more than one sample"):
+        lm.frechet_distance_torchmetrics(a[:1], b)

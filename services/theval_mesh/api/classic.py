@@ -24,7 +24,8 @@ def classic(gt: str | Path, generated: Models, out: str | Path | None = None, *,
     folder's results.json when it is an evaluation's). lse_pipeline: "syncnet_python" (the published
     numbers' conversions; needs the ffmpeg program) or "in-process". source_image: CSIM's source
     identity (default: each GT video's first frame with a face). fid_variant: which implementation
-    computes FID ("pytorch-fid", "clean-fid", "clean-fid-legacy-pytorch": docs/classic-metrics.md).
+    computes FID ("pytorch-fid", "clean-fid", "clean-fid-legacy-pytorch", "torchmetrics":
+    docs/classic-metrics.md).
     all_variants: also every other variant's value per model (`variants`; with out,
     classic_variants.csv and .md). hf_dataset: with out, also each model's Hugging Face eval
     results for that Hub dataset."""

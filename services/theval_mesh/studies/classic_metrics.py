@@ -412,7 +412,7 @@ class SetMetrics:
         gt_of = list(dict.fromkeys(r.gt_video for r in rows))
         gt_index = np.array([gt_of.index(r.gt_video) for r in rows])
         values = {}
-        for column, distance, ddof in ((lm.FID, fid.fid, 1), (lm.FVD, fvd.fvd, 0)):
+        for column, distance, ddof in ((lm.FID, self.fid_variant.distance, 1), (lm.FVD, fvd.fvd, 0)):
             if column not in self.nets:
                 continue
             a, b = (np.concatenate([f[column] for f in side]) for side in (gen, gt))
@@ -420,7 +420,7 @@ class SetMetrics:
             self.samples[key] = (len(a), len(b), len(rows), len(gt))
             try:
                 values[column] = distance(a, b) if min(len(a), len(b)) >= 2 else math.nan
-            except ValueError as err:  # pytorch-fid's refusal: a large imaginary part in sqrtm
+            except ValueError as err:  # e.g. pytorch-fid's refusal: a large imaginary part in sqrtm
                 self.skipped.append(f"{column} of {rows[0].model}: {err}")
                 values[column] = math.nan
             if math.isfinite(values[column]):
@@ -429,7 +429,8 @@ class SetMetrics:
         for variant in self.other_fid:  # the point estimate only: the intervals are the chosen variant's
             a, b = (np.concatenate([f[(lm.FID, variant)] for f in side]) for side in (gen, gt))
             try:
-                self.variant_values[(rows[0].model, variant)] = fid.fid(a, b) if min(len(a), len(b)) >= 2 else math.nan
+                self.variant_values[(rows[0].model, variant)] = (fid.VARIANTS[variant].distance(a, b)
+                                                                 if min(len(a), len(b)) >= 2 else math.nan)
             except ValueError as err:
                 self.skipped.append(f"FID ({variant}) of {rows[0].model}: {err}")
                 self.variant_values[(rows[0].model, variant)] = math.nan

@@ -27,7 +27,7 @@ import numpy as np
 
 from theval_mesh.backends.classic import networks
 from theval_mesh.pure.errors import WeightsMissing
-from theval_mesh.pure.metrics.classic import frechet_distance
+from theval_mesh.pure.metrics.classic import frechet_distance, frechet_distance_torchmetrics
 
 NAME = "fid-inception"
 TORCHSCRIPT_NAME = "fid-inception-torchscript"  # the same network as StyleGAN2-ADA's TorchScript (clean-fid's)
@@ -111,11 +111,16 @@ def load_network(store=None):
 
 def pool3(net, images):
     """pool3 features (B, 2048) of float images (B, 3, H, W) in [0, 1]."""
-    import torch
     import torch.nn.functional as F
 
     x = F.interpolate(images, size=(SIZE, SIZE), mode="bilinear", align_corners=False)
-    x = 2 * x - 1
+    return _through_pool3(net, 2 * x - 1)
+
+
+def _through_pool3(net, x):
+    """The blocks from the 299 px input in [-1, 1] to pool3: (B, 2048)."""
+    import torch
+
     with torch.no_grad():
         for name in POOL3:
             x = getattr(net, name)(x)
@@ -174,11 +179,21 @@ def _clean_fid_legacy_pytorch(net, batch: np.ndarray) -> np.ndarray:
 
     x = torch.from_numpy(batch).permute(0, 3, 1, 2).float()
     x = F.interpolate(x, size=(SIZE, SIZE), mode="bilinear", align_corners=False).clamp(0, 255)
-    x = 2 * (x / 255) - 1
-    with torch.no_grad():
-        for name in POOL3:
-            x = getattr(net, name)(x)
-    return x.flatten(1).numpy().astype(np.float64)
+    return _through_pool3(net, 2 * (x / 255) - 1).numpy().astype(np.float64)
+
+
+def _torchmetrics(net, batch: np.ndarray) -> np.ndarray:
+    """torchmetrics 1.9.0 FrechetInceptionDistance(feature=2048), its default antialias=True:
+    NoTrainInceptionV3's forward on the uint8 frame as float, resized to 299 bilinear WITH
+    antialiasing (align_corners=False), then (x - 128) / 128 into torch-fidelity 0.4.0's InceptionV3
+    (the FID Inception's blocks and weights) to the 2048-d pool, in float32; update() keeps it as
+    float64."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.from_numpy(batch).permute(0, 3, 1, 2).float()
+    x = F.interpolate(x, size=(SIZE, SIZE), mode="bilinear", align_corners=False, antialias=True)
+    return _through_pool3(net, (x - 128) / 128).double().numpy()
 
 
 def pil_bicubic(frame: np.ndarray) -> np.ndarray:
@@ -210,16 +225,18 @@ def load_torchscript(store=None):
 @dataclass(frozen=True)
 class FidVariant:
     """One implementation of FID that papers report under that name: the code it follows (release
-    and commit), the network file it loads and how a frame becomes features. Statistics and the
-    distance are the same in all (mean and unbiased covariance, pytorch-fid's Fréchet distance, in
-    float64; clean-fid takes the mean of its float32 features in float32, a difference within
-    1e-6 relative, measured in tests/integration/test_fid_variants.py)."""
+    and commit), the network file it loads, how a frame becomes features and how two sets of
+    features become a distance: pytorch-fid's (mean and unbiased covariance, a matrix square root,
+    in float64) for all but torchmetrics, which has its own (eigenvalues; float32). clean-fid
+    takes the mean of its float32 features in float32, a difference within 1e-6 relative; each is
+    measured against its own code in tests/integration/test_fid_variants.py."""
     name: str
     follows: str
     network: str  # registry.CLASSIC_MODELS name of its weights
     what: str  # the preprocessing, in provenance
     features: Callable = field(repr=False)
     load: Callable = field(repr=False)
+    distance: Callable = field(default=frechet_distance, repr=False)  # (generated, GT) features -> FID
 
 
 VARIANTS = {v.name: v for v in (
@@ -234,6 +251,14 @@ VARIANTS = {v.name: v for v in (
                "clean-fid's 'legacy_pytorch' mode: every frame resized to 299 bilinear in [0, 255] and clipped, "
                "pytorch-fid's FID Inception, pool3 2048-d",
                _clean_fid_legacy_pytorch, load_network),
+    # torch-fidelity's weights-inception-2015-12-05-6726825d.pth is pytorch-fid's file (the same
+    # sha256 prefix; its keys load strictly into torch-fidelity's network): one network here.
+    FidVariant("torchmetrics", "Lightning-AI/torchmetrics 1.9.0 FrechetInceptionDistance(feature=2048) with "
+               "toshas/torch-fidelity 0.4.0", NAME,
+               "torchmetrics' default: every frame resized to 299 bilinear with antialiasing in [0, 255], "
+               "(x - 128) / 128, the FID Inception's pool 2048-d; the distance from the eigenvalues of the "
+               "covariances' product, in float32",
+               _torchmetrics, load_network, frechet_distance_torchmetrics),
 )}
 DEFAULT_VARIANT = "pytorch-fid"
 

@@ -119,6 +119,24 @@ def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
     return frechet_distance_stats(*gaussian_stats(a), *gaussian_stats(b), eps=eps)
 
 
+def frechet_distance_torchmetrics(fake: np.ndarray, real: np.ndarray) -> float:
+    """FID as torchmetrics 1.9.0's FrechetInceptionDistance.compute gives it: each set's mean and
+    unbiased covariance from the float64 sums it accumulates (sum x, sum x x^T), then
+    ||mu_r - mu_f||^2 + tr S_r + tr S_f - 2 sum Re sqrt(eig(S_r S_f)) (no square root of a matrix,
+    so neither pytorch-fid's nudge nor its refusal), returned in the features' float32."""
+    stats = []
+    for x in (real, fake):
+        x = np.asarray(x, np.float64)
+        if x.ndim != 2 or len(x) < 2:
+            raise ValueError(f"torchmetrics' FID needs more than one sample per set, got shape {x.shape}")
+        mu = x.sum(0) / len(x)
+        stats.append((mu, (x.T @ x - len(x) * np.outer(mu, mu)) / (len(x) - 1)))
+    (mu_r, s_r), (mu_f, s_f) = stats
+    cross = np.sqrt(np.linalg.eigvals(s_r @ s_f).astype(complex)).real.sum()
+    diff = mu_r - mu_f
+    return float(np.float32(diff @ diff + np.trace(s_r) + np.trace(s_f) - 2 * cross))
+
+
 def _weighted_centred(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """(mean, rows centred on it and scaled by sqrt(weight), total weight) of the rows of x, each
     counted w times (rows drawn 0 times drop). Only called with a positive total weight."""
