@@ -163,6 +163,11 @@ def test_the_command_names_the_variant_computes_them_all_and_needs_its_network(k
     assert "- clean-fid: GaParmar/clean-fid 0.1.35 (c8ffa42), mode clean" in table
     rows = (tmp_path / "out" / "classic_variants.csv").read_text().splitlines()
     assert rows[0] == "model,metric,variant,follows,value,spread" and len(rows) == 1 + len(fid.VARIANTS)
+    # a paper's frame sampling: every 3rd frame of each video, said in the provenance and counted
+    run = theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, store=root / "store", fid_frames="every:3")
+    assert run.samples[("m", "FID")][:2] == (3, 3) and "frames of each video: every:3" in run.provenance["FID"]
+    with pytest.raises(UsageRefused, match="--fid-frames: FID frame sampling 'every3'"):
+        theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, store=root / "store", fid_frames="every3")
     stand_in.write(tmp_path / "only-pytorch-fid", 0, models=(), classic=["fid-inception"])
     run = theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, store=tmp_path / "only-pytorch-fid",
                               fid_variant="clean-fid")

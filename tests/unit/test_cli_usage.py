@@ -40,3 +40,10 @@ def test_a_malformed_value_exits_2_before_any_work(capsys, tmp_path, argv, says)
     code = main(["evaluate", "--gt", str(tmp_path / "GT"), *argv, "--out", str(tmp_path / "out"), "--quiet"])
     assert code == 2 and says in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_malformed_fid_frame_sampling_exits_2_naming_the_forms(capsys, tmp_path):
+    code = main(["classic", "--generated", str(tmp_path), "--gt", str(tmp_path), "--fid-frames", "every3",
+                 "--out", str(tmp_path / "out"), "--no-progress"])
+    assert code == 2 and "one of all, every:K, count:N, first:N" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

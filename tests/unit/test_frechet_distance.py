@@ -199,3 +199,16 @@ def test_torchmetrics_distance_is_the_sqrtm_distance_in_float32(n1, n2, d):
     assert lm.frechet_distance_torchmetrics(a, a) == pytest.approx(0, abs=1e-5)
     with pytest.raises(ValueError, match="more than one sample"):
         lm.frechet_distance_torchmetrics(a[:1], b)
+
+
+@pytest.mark.parametrize("n, sampling, expected", [
+    (5, "all", [0, 1, 2, 3, 4]), (10, "every:4", [0, 4, 8]), (10, "count:4", [0, 3, 6, 9]),
+    (3, "count:4", [0, 1, 2]), (10, "first:3", [0, 1, 2]), (2, "first:3", [0, 1]), (0, "every:2", [])])
+def test_fid_frame_samplings(n, sampling, expected):
+    assert lm.fid_frame_indices(n, sampling) == expected
+
+
+@pytest.mark.parametrize("sampling", ["every", "every:0", "count:-1", "some:3", "all:2", "first:x"])
+def test_a_wrong_frame_sampling_names_the_forms(sampling):
+    with pytest.raises(ValueError, match="one of all, every:K, count:N, first:N"):
+        lm.fid_frame_indices(10, sampling)

@@ -32,6 +32,10 @@ def register(subparsers) -> None:
     p.add_argument("--fid-variant", choices=list(fid_variants()), default="pytorch-fid",
                    help="the implementation that computes FID: " + "; ".join(
                        f"{name}: {follows}" for name, follows in fid_variants().items()) + " (default: pytorch-fid)")
+    p.add_argument("--fid-frames", default="all", metavar="SAMPLING",
+                   help="the frames of each video FID takes, as papers state them: all (default), every:K (every "
+                        "K-th from the first), count:N (N spread evenly from the first to the last) or first:N. FID "
+                        "falls as frames are added: compare values of equal sample sizes only")
     p.add_argument("--all-variants", action="store_true",
                    help="also compute every other variant (LSE pipelines, FID variants) on the same videos and write "
                         "how far they disagree: classic_variants.csv and classic_variants.md")
@@ -55,7 +59,8 @@ def run(args) -> int:
     models = classic_metrics.generated_models(args.generated, args.model)
     result = classic_metrics.run(models, args.gt, store=args.store, progress=not args.no_progress,
                                 lse_pipeline=args.lse_pipeline, source_image=args.source_image,
-                                fid_variant=args.fid_variant, all_variants=args.all_variants)
+                                fid_variant=args.fid_variant, all_variants=args.all_variants,
+                                fid_frames=args.fid_frames)
     videos, summary = classic_metrics.write_outputs(result, args.out, hf_dataset=args.hf_dataset)
     print(classic_metrics.format_summary(result))
     for line in classic_metrics.notes(result):  # stand-in warning, provenance, sample sizes

@@ -255,16 +255,21 @@ def summarize(rows: list[ClassicRow], models: list[str], network_values: dict | 
 
 def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limits(),
         progress: bool = True, lse_pipeline: str = lse.SYNCNET_PYTHON, source_image=None,
-        fid_variant: str = "pytorch-fid", all_variants: bool = False) -> ClassicRun:
+        fid_variant: str = "pytorch-fid", all_variants: bool = False, fid_frames: str = "all") -> ClassicRun:
     """The classic metrics of each generated video against its GT video, and per model. The
-    columns follow lse_pipeline and fid_variant; all_variants: also every other variant's value
-    per model (ClassicRun.variants), from the same decoded frames."""
+    columns follow lse_pipeline and fid_variant; FID takes fid_frames of each video
+    (lm.fid_frame_indices); all_variants: also every other variant's value per model
+    (ClassicRun.variants), from the same decoded frames."""
     from theval_mesh.backends.classic.fid import VARIANTS
 
     if lse_pipeline not in lse.PIPELINES:
         raise UsageRefused(f"--lse-pipeline {lse_pipeline!r}: one of {', '.join(lse.PIPELINES)}")
     if fid_variant not in VARIANTS:
         raise UsageRefused(f"--fid-variant {fid_variant!r}: one of {', '.join(VARIANTS)}")
+    try:
+        lm.fid_frame_indices(0, fid_frames)
+    except ValueError as err:
+        raise UsageRefused(f"--fid-frames: {err}") from None
     rows = pair_by_name(models, gt_dir)
     skipped = [r for r in (skip_reason(name, store) for name in _networks(fid_variant)) if r]
     provenance = {"LMD-F/LMD-M": "MediaPipe FaceMesh (478 points, one tracking pass), 256-scale px",
@@ -308,7 +313,7 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
                 _add_sync(other, net, limits, pipeline, s3fd)
                 other_lse[(row.video, pipeline)] = (other.lse_c, other.lse_d)
     names = list(dict.fromkeys(m for m, _ in models))
-    sets = SetMetrics(store, limits, skipped, provenance, fid_variant, all_variants)
+    sets = SetMetrics(store, limits, skipped, provenance, fid_variant, all_variants, fid_frames)
     values = ({m: sets.of([r for r in rows if r.model == m and r.status == OK]) for m in names}
               if sets.nets or sets.other_fid else {})
     result = ClassicRun(rows, summarize(rows, names, values, network_intervals=sets.intervals), skipped, provenance)
@@ -354,13 +359,14 @@ class SetMetrics:
     correct). Each GT video's features are computed once."""
 
     def __init__(self, store, limits: Limits, skipped: list[str], provenance: dict, fid_variant: str = "pytorch-fid",
-                 all_variants: bool = False):
+                 all_variants: bool = False, fid_frames: str = "all"):
         from theval_mesh.backends.classic import fid, fvd
         from theval_mesh.backends.classic.networks import describe
 
         self.limits, self.skipped, self.nets, self.samples, self.cache = limits, skipped, {}, {}, {}
         self.intervals, self.resamples = {}, {}  # (model, column) -> (low, high), resamples
-        self.fid_variant = fid.VARIANTS[fid_variant]
+        self.fid_variant, self.fid_frames = fid.VARIANTS[fid_variant], fid_frames
+        frames_used = "every frame" if fid_frames == "all" else fid_frames
         # all_variants: the other FID variants whose network is in the store -> their loaded network
         self.other_fid, self.variant_values = {}, {}  # variant_values: (model, variant) -> FID
         for v in (v for v in fid.VARIANTS.values() if all_variants and v.name != fid_variant):
@@ -368,10 +374,11 @@ class SetMetrics:
                 skipped.append(f"FID variant {v.name}: {skip_reason(v.network, store)}")
                 continue
             self.other_fid[v.name] = v.load(store)
-            provenance[f"FID ({v.name})"] = f"{describe(v.network, store)}; {v.follows}: {v.what}"
+            provenance[f"FID ({v.name})"] = f"{describe(v.network, store)}; {v.follows}: {v.what}; frames: {frames_used}"
         for name, column, load, what in (
                 (self.fid_variant.network, lm.FID, self.fid_variant.load,
-                 f"FID variant {self.fid_variant.name} ({self.fid_variant.follows}): {self.fid_variant.what}"),
+                 f"FID variant {self.fid_variant.name} ({self.fid_variant.follows}): {self.fid_variant.what}; "
+                 f"frames of each video: {frames_used}"),
                 ("fvd-i3d", lm.FVD, fvd.load_detector,
                  "StyleGAN-V's I3D call, non-overlapping 16-frame clips from frame 0")):
             if skip_reason(name, store):
@@ -389,11 +396,12 @@ class SetMetrics:
 
             frames = [f for _, f in MediaReader(path, self.limits).frames()]
             out = {}
+            sampled = [frames[i] for i in lm.fid_frame_indices(len(frames), self.fid_frames)]
             if lm.FID in self.nets:
-                out[lm.FID] = fid.inception_features(frames, net=self.nets[lm.FID],
+                out[lm.FID] = fid.inception_features(sampled, net=self.nets[lm.FID],
                                                      variant=self.fid_variant.name).features
             for variant, net in self.other_fid.items():
-                out[(lm.FID, variant)] = fid.inception_features(frames, net=net, variant=variant).features
+                out[(lm.FID, variant)] = fid.inception_features(sampled, net=net, variant=variant).features
             if lm.FVD in self.nets:
                 clips = list(fvd.video_clips(frames))
                 out[lm.FVD] = (fvd.i3d_features([frames], detector=self.nets[lm.FVD]).features if clips

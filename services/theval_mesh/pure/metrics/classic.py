@@ -83,6 +83,27 @@ def gaussian_stats(features: np.ndarray, ddof: int = 1) -> tuple[np.ndarray, np.
     return x.mean(0), np.atleast_2d(np.cov(x, rowvar=False, ddof=ddof))
 
 
+FRAME_SAMPLINGS = ("all", "every:K", "count:N", "first:N")  # FID's frames of each video
+
+
+def fid_frame_indices(n: int, sampling: str = "all") -> list[int]:
+    """The frames of an n-frame video that FID uses, by the conventions talking-head papers state:
+    "all" (every frame), "every:K" (frames 0, K, 2K, ...), "count:N" (N frames spread evenly from
+    the first to the last, np.linspace(0, n - 1, N) truncated; every frame of a shorter video) or
+    "first:N". ValueError names the accepted forms."""
+    kind, _, value = sampling.partition(":")
+    if kind == "all" and not value:
+        return list(range(n))
+    if kind in ("every", "count", "first") and value.isdigit() and int(value) > 0:
+        k = int(value)
+        if kind == "every":
+            return list(range(0, n, k))
+        if kind == "first" or n <= k:
+            return list(range(min(n, k)))
+        return np.linspace(0, n - 1, k).astype(int).tolist()
+    raise ValueError(f"FID frame sampling {sampling!r}: one of {', '.join(FRAME_SAMPLINGS)} (K, N > 0)")
+
+
 def frechet_distance_stats(mu1: np.ndarray, s1: np.ndarray, mu2: np.ndarray, s2: np.ndarray,
                            eps: float = 1e-6, imaginary_atol: float | None = 1e-3) -> float:
     """||mu1 - mu2||^2 + Tr(s1 + s2 - 2 sqrt(s1 s2)), as pytorch-fid's calculate_frechet_distance:
