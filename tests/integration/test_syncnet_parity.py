@@ -22,6 +22,7 @@ from tests.support.parity_set import DIR as PARITY_DIR
 from tests.support.parity_set import clip
 from theval_mesh.backends import stand_in
 from theval_mesh.backends.classic import face_track, s3fd, syncnet
+from theval_mesh.pure.limits import Limits
 from theval_mesh.pure.metrics import lse
 
 pytestmark = pytest.mark.slow
@@ -107,3 +108,15 @@ def test_our_s3fd_finds_syncnet_pythons_boxes(detector):
                 worst = max(worst, float(np.abs(ours - want).max()))
     assert worst <= 1e-3, worst
     print(f"S3FD boxes: max difference {worst:.2e} px")
+
+
+@pytest.mark.parametrize("row", _rows("wav2lip_lse_oracle.csv"), ids=lambda r: r["clip"])
+def test_lse_the_wav2lip_lrs_way_equals_wav2lips_own_code(net, row):
+    """wav2lip_lse_oracle.csv: Wav2Lip's calculate_scores_LRS.py loop (SyncNetInstance_calc_scores
+    .evaluate on the whole video: its own frames, each resized to 224x224) run unmodified
+    (reference-env/run_wav2lip_lse_reference.py). Its distances are float32: LSE-D agrees to 1e-7
+    and LSE-C, a difference of two of them, to 3e-5 relative (measured)."""
+    s = syncnet.video_sync(net, str(clip(row["clip"])), Limits(), face_track.WAV2LIP_LRS)
+    assert s.tracks == 1 and s.offset == int(row["offset"])
+    assert s.lse_d == pytest.approx(float(row["lse_d"]), rel=1e-6)
+    assert s.lse_c == pytest.approx(float(row["lse_c"]), rel=1e-4)

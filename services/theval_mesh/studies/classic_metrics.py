@@ -564,6 +564,8 @@ def variant_follows() -> dict[str, str]:
 
     return {lse.SYNCNET_PYTHON: "joonson/syncnet_python's pipeline (its ffmpeg re-encodings, JPEG frames, XVID crops)",
             lse.IN_PROCESS: "syncnet_python's network and math on the decoded pixels, nothing re-encoded",
+            lse.WAV2LIP_LRS: "Rudrabha/Wav2Lip (5c90fa9) evaluation/scores_LSE/calculate_scores_LRS.py: whole frames "
+                             "resized to 224x224, no face detection, the video's own frame rate",
             **{name: v.follows for name, v in VARIANTS.items()}}
 
 

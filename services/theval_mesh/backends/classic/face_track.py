@@ -1,6 +1,6 @@
 """A video's face tracks as syncnet_python's run_pipeline.py makes them: frames at 25 fps, a face
 detector on every frame, tracks and 224x224 crops (pure/metrics/face_tracks.py), each track's
-audio at 16 kHz mono 16-bit cut to its frames. Two ways, named in provenance (PIPELINES):
+audio at 16 kHz mono 16-bit cut to its frames. Three ways, named in provenance (PIPELINES):
 
   "syncnet_python" (the default when the ffmpeg program is installed): the same ffmpeg commands
       and OpenCV writer as run_pipeline.py and SyncNetInstance.evaluate, in a temporary folder:
@@ -12,6 +12,10 @@ audio at 16 kHz mono 16-bit cut to its frames. Two ways, named in provenance (PI
   "in-process": the decoded pixels and audio, nothing re-encoded (no ffmpeg program needed).
       Faster, but NOT the published numbers' preprocessing: the JPEG and XVID steps move LSE
       (`theval robustness` measures by how much on your clips).
+  "wav2lip-lrs": Rudrabha/Wav2Lip's evaluation/scores_LSE/calculate_scores_LRS.py (5c90fa9), the
+      command its README gives for LRS2/LRS3/LRW: no face detection and no 25 fps re-encoding;
+      SyncNetInstance_calc_scores.evaluate extracts the video's own frames as JPEG and resizes
+      each WHOLE frame to 224x224 (cv2.resize), one "track" of every frame.
 
 The faces: syncnet_python's S3FD (backends/classic/s3fd.py, at its conf 0.9 and scale 0.25) when
 `sfd_face.pth` is in the weights store; else MediaPipe's face detector (BlazeFace, short range,
@@ -38,7 +42,7 @@ from theval_mesh.pure.metrics import lse
 
 BLAZEFACE = "MediaPipe face detection (BlazeFace short-range; syncnet_python uses S3FD)"
 ONE_SHOT = "one shot"
-SYNCNET_PYTHON, IN_PROCESS = lse.SYNCNET_PYTHON, lse.IN_PROCESS
+SYNCNET_PYTHON, IN_PROCESS, WAV2LIP_LRS = lse.PIPELINES
 FFMPEG_TIMEOUT_S = 600
 MIN_CONFIDENCE = 0.5  # MediaPipe's default
 
@@ -132,6 +136,8 @@ def face_tracks(path: str, limits: Limits = Limits(), pipeline: str = SYNCNET_PY
     s3fd: an s3fd.S3FD finding the faces (None: BlazeFace)."""
     if pipeline == SYNCNET_PYTHON:
         return _syncnet_python_tracks(path, limits, s3fd)
+    if pipeline == WAV2LIP_LRS:
+        return [_whole_frames(path, limits)]
     return _in_process_tracks(path, limits, s3fd)
 
 
@@ -184,6 +190,29 @@ def _opencv_frame_count(video: Path) -> int:
 
 def _jpegs(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.jpg"))
+
+
+def _whole_frames(path: str, limits: Limits) -> FaceTrack:
+    """Wav2Lip's SyncNetInstance_calc_scores.evaluate on the video itself: its ffmpeg extractions
+    (the frames as JPEG at the video's own rate, 16 kHz mono audio), each frame read by OpenCV and
+    resized whole to 224x224."""
+    from scipy.io import wavfile
+
+    reader = MediaReader(path, limits)  # the header's limits before ffmpeg runs; and is there audio?
+    reader.close()
+    if not reader.info.has_audio:
+        raise VideoError(path, "no audio track: LSE-C/LSE-D compare the lips with the audio")
+    with tempfile.TemporaryDirectory(prefix="theval-lse-") as tmp:
+        t = Path(tmp)
+        _ffmpeg(path, "-i", path, "-threads", "1", "-f", "image2", t / "%06d.jpg")
+        _ffmpeg(path, "-i", path, "-async", "1", "-ac", "1", "-vn", "-acodec", "pcm_s16le",
+                "-ar", str(lse.AUDIO_RATE), t / "audio.wav")
+        frames = _jpegs(t)
+        if not frames:
+            raise VideoError(path, "ffmpeg wrote no frame")
+        crops = np.stack([cv2.resize(cv2.imread(str(f)), (ft.CROP_SIZE, ft.CROP_SIZE)) for f in frames])
+        _, pcm = wavfile.read(t / "audio.wav")
+    return FaceTrack(np.arange(len(crops)), crops, np.asarray(pcm, np.int16))
 
 
 def _syncnet_python_tracks(path: str, limits: Limits, s3fd=None) -> list[FaceTrack]:

@@ -188,4 +188,6 @@ def provenance(store, pipeline: str, s3fd=None) -> str:
     from theval_mesh.backends.classic import face_track
     from theval_mesh.backends.classic.networks import describe
 
-    return f"SyncNet {describe('syncnet', store)}; pipeline {pipeline}; faces: {face_track.detector_name(s3fd)}"
+    faces = ("none: whole frames resized to 224x224, as Wav2Lip's calculate_scores_LRS.py"
+             if pipeline == face_track.WAV2LIP_LRS else face_track.detector_name(s3fd))
+    return f"SyncNet {describe('syncnet', store)}; pipeline {pipeline}; faces: {faces}"

@@ -19,10 +19,11 @@ AUDIO_RATE = 16000   # and the audio to 16 kHz mono 16-bit (ffmpeg -ac 1 -ar 160
 WINDOW = 5           # video frames per SyncNet window
 MFCC_PER_FRAME = 4   # 100 MFCC steps/s / 25 fps
 MFCC_WINDOW = 20     # MFCC steps per window (0.2 s)
-PAIRWISE_EPS = 1e-6
+PAIRWISE_EPS = 1e-6  # torch.nn.functional.pairwise_distance adds eps to the difference
 # How the face tracks' crops and audio are made (backends/classic/face_track.py): syncnet_python's
-# ffmpeg and OpenCV conversions (the published numbers'), or the decoded pixels as they are.
-SYNCNET_PYTHON, IN_PROCESS = PIPELINES = ("syncnet_python", "in-process")  # torch.nn.functional.pairwise_distance adds eps to the difference
+# ffmpeg and OpenCV conversions (the published numbers'), the decoded pixels as they are, or
+# Wav2Lip's calculate_scores_LRS.py (every frame of the video, whole, resized to 224x224).
+SYNCNET_PYTHON, IN_PROCESS, WAV2LIP_LRS = PIPELINES = ("syncnet_python", "in-process", "wav2lip-lrs")
 
 
 @dataclass(frozen=True)
