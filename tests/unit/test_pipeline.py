@@ -302,6 +302,32 @@ def test_ray_actors_queue_at_most_their_share_and_the_driver_reads_a_page_at_a_t
     store.close()
 
 
+@pytest.mark.slow  # Ray's own 30 s wait for its node, then a second start (about 45 s)
+def test_a_local_ray_that_did_not_come_up_in_time_is_stopped_and_started_again(ray_env, monkeypatch, capsys):
+    """A real local Ray whose first node never registers: the GCS lookup of the first start's
+    address is made to fail (what a starved machine did once in CI), so Ray gives up after its 30 s.
+    Its processes are killed, the second start comes up and runs a task."""
+    import ray
+    from ray._private import services
+
+    real_get_node, first = services.get_node, []
+
+    def get_node(gcs_address, node_id):
+        first.append(first[0] if first else gcs_address)
+        if gcs_address == first[0]:
+            raise RuntimeError("injected: this node never registers")
+        return real_get_node(gcs_address, node_id)
+    monkeypatch.setattr(services, "get_node", get_node)
+    try:
+        pipeline.start_ray(None, workers=1)
+        assert "starting it again (attempt 2 of 2)" in capsys.readouterr().err
+        assert ray.get(ray.remote(lambda: 41 + 1).remote()) == 42
+        gcs = [c for c in pipeline._descendants().values() if "gcs_server" in c]
+        assert len(gcs) == 1, gcs  # the first node's GCS is gone, the second one's runs
+    finally:
+        ray.shutdown()
+
+
 class _StandInRay:
     """A stand-in for `ray` (named as such): Ray's Ray Client server failing to start a driver's
     session, seen once in CI on a busy machine, cannot be provoked on demand with a real cluster.

@@ -383,10 +383,57 @@ def start_ray(address: str | None, workers: int):
         _connect_ray(ray, address)
         return
     _private_ray()
-    # address="local": a new Ray of our own, never a `ray start` cluster that happens to run here
-    # (ray.init() without an address attaches to one).
-    ray.init(address="local", num_cpus=max(workers, os.cpu_count() or 1), include_dashboard=False,
-             logging_level="ERROR", log_to_driver=False, object_store_memory=128 << 20)
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        started_before = set(_descendants())
+        try:
+            # address="local": a new Ray of our own, never a `ray start` cluster that happens to run
+            # here (ray.init() without an address attaches to one).
+            ray.init(address="local", num_cpus=max(workers, os.cpu_count() or 1), include_dashboard=False,
+                     logging_level="ERROR", log_to_driver=False, object_store_memory=128 << 20)
+            return
+        except Exception as err:  # Ray raises a bare Exception for a node that did not come up
+            if "timed out during startup" not in str(err) or attempt == LOCAL_START_ATTEMPTS:
+                raise
+            _stop_half_started_ray(started_before)
+            print(f"warning: the local Ray did not come up within Ray's own 30 s (a busy machine?); starting it "
+                  f"again (attempt {attempt + 1} of {LOCAL_START_ATTEMPTS})", file=sys.stderr)
+
+
+# Ray waits a fixed 30 s for its new node to register (ray/_private/node.py); a busy 2-core machine
+# missed that once in CI. Started again, it comes up.
+LOCAL_START_ATTEMPTS = 2
+RAY_PROCESSES = ("gcs_server", "raylet", "/ray/")  # in the command lines of the processes a local Ray starts
+
+
+def _descendants() -> dict[int, str]:
+    """{pid: command line} of this process's descendants, from /proc ({} where there is none)."""
+    parent, command = {}, {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    command[int(entry)] = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, ValueError, IndexError):  # gone meanwhile
+                continue
+    mine, level = {}, {os.getpid()}
+    while level:
+        level = {pid for pid, ppid in parent.items() if ppid in level and pid not in mine}
+        mine.update({pid: command[pid] for pid in level})
+    return mine
+
+
+def _stop_half_started_ray(started_before: set):
+    """Kill what a failed ray.init left running: Ray's processes this process started since."""
+    import signal
+
+    for pid, command in _descendants().items():
+        if pid not in started_before and any(name in command for name in RAY_PROCESSES):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 CONNECT_ATTEMPTS = 3
