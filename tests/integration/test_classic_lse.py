@@ -115,6 +115,7 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
     assert "calculate_scores_LRS.py" in variants[("desync", "LSE-D", "wav2lip-lrs")]["follows"]
     assert float(variants[("desync", "FID", "clean-fid-legacy-pytorch")]["value"]) == pytest.approx(row["FID"], rel=1e-4)
     assert ("desync", "FID", "clean-fid") not in variants  # its TorchScript file is not in this store: said why
+    assert "common_metrics_on_video_quality" in variants[("desync", "FVD", "common-metrics-styleganv")]["follows"]
     assert "FID variant clean-fid: FID (clean-fid) skipped: FID Inception (TorchScript) weights inception-2015-12-05.pt" \
            in printed
     assert "variants side by side:" in printed

@@ -12,7 +12,8 @@ __all__ = ["ClassicRow", "ClassicRun", "classic"]
 
 def classic(gt: str | Path, generated: Models, out: str | Path | None = None, *, store: str | Path | None = None,
            lse_pipeline: str = lse.SYNCNET_PYTHON, source_image: str | Path | None = None,
-           fid_variant: str = "pytorch-fid", fid_frames: str = "all", all_variants: bool = False,
+           fid_variant: str = "pytorch-fid", fid_frames: str = "all", fvd_variant: str = "stylegan-v",
+           all_variants: bool = False,
            hf_dataset: str | None = None,
            progress: bool = False) -> ClassicRun:
     """generated: {model: folder or video file} or [(model, path), ...]. Returns the ClassicRun:
@@ -27,13 +28,14 @@ def classic(gt: str | Path, generated: Models, out: str | Path | None = None, *,
     identity (default: each GT video's first frame with a face). fid_variant: which implementation
     computes FID ("pytorch-fid", "clean-fid", "clean-fid-legacy-pytorch", "torchmetrics":
     docs/classic-metrics.md). fid_frames: the frames of each video FID takes: "all", "every:K",
-    "count:N" (spread evenly) or "first:N".
+    "count:N" (spread evenly) or "first:N". fvd_variant: which implementation computes FVD
+    ("stylegan-v", "common-metrics-styleganv": docs/classic-metrics.md).
     all_variants: also every other variant's value per model (`variants`; with out,
     classic_variants.csv and .md). hf_dataset: with out, also each model's Hugging Face eval
     results for that Hub dataset."""
     result = run(model_pairs(generated), str(gt), store=store, progress=progress, lse_pipeline=lse_pipeline,
                  source_image=source_image, fid_variant=fid_variant, all_variants=all_variants,
-                 fid_frames=fid_frames)
+                 fid_frames=fid_frames, fvd_variant=fvd_variant)
     if out is not None:
         write_outputs(result, out, hf_dataset=hf_dataset)
     return result

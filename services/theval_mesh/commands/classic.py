@@ -11,7 +11,7 @@ def register(subparsers) -> None:
                     "LMD-M (FaceMesh landmarks, 256-scale px), PSNR and SSIM, frames paired by index "
                     "up to the shorter video; LSE-C/LSE-D and the AV offset (SyncNet, syncnet_python's "
                     "pipeline) and CSIM (ArcFace identity similarity to the source) per generated video; FID "
-                    "(pytorch-fid) and FVD (StyleGAN-V) per model. "
+                    "(pytorch-fid by default: --fid-variant) and FVD (StyleGAN-V's by default: --fvd-variant) per model. "
                     "A metric whose network weights are not in the weights store is empty, with the reason.")
     p.add_argument("--generated", required=True, nargs="+", action="extend", metavar="DIR_OR_FILE",
                    help="folders (one model each) or video files of generated videos")
@@ -33,12 +33,15 @@ def register(subparsers) -> None:
     p.add_argument("--fid-variant", choices=list(fid_variants()), default="pytorch-fid",
                    help="the implementation that computes FID: " + "; ".join(
                        f"{name}: {follows}" for name, follows in fid_variants().items()) + " (default: pytorch-fid)")
+    p.add_argument("--fvd-variant", choices=list(fvd_variants()), default="stylegan-v",
+                   help="the implementation that computes FVD: " + "; ".join(
+                       f"{name}: {follows}" for name, follows in fvd_variants().items()) + " (default: stylegan-v)")
     p.add_argument("--fid-frames", default="all", metavar="SAMPLING",
                    help="the frames of each video FID takes, as papers state them: all (default), every:K (every "
                         "K-th from the first), count:N (N spread evenly from the first to the last) or first:N. FID "
                         "falls as frames are added: compare values of equal sample sizes only")
     p.add_argument("--all-variants", action="store_true",
-                   help="also compute every other variant (LSE pipelines, FID variants) on the same videos and write "
+                   help="also compute every other variant (LSE pipelines, FID and FVD variants) on the same videos and write "
                         "how far they disagree: classic_variants.csv and classic_variants.md")
     p.add_argument("--hf-dataset", metavar="ID",
                    help="also write each model's values as Hugging Face eval results (hf/MODEL/.eval_results/"
@@ -54,6 +57,13 @@ def fid_variants() -> dict[str, str]:
     return {name: v.follows for name, v in VARIANTS.items()}
 
 
+def fvd_variants() -> dict[str, str]:
+    """FVD variant -> the code it follows (backends/classic/fvd.py VARIANTS)."""
+    from theval_mesh.backends.classic.fvd import VARIANTS
+
+    return {name: v.follows for name, v in VARIANTS.items()}
+
+
 def run(args) -> int:
     from theval_mesh.studies import classic_metrics  # MediaPipe and scikit-image only when the command runs
 
@@ -61,7 +71,7 @@ def run(args) -> int:
     result = classic_metrics.run(models, args.gt, store=args.store, progress=not args.no_progress,
                                 lse_pipeline=args.lse_pipeline, source_image=args.source_image,
                                 fid_variant=args.fid_variant, all_variants=args.all_variants,
-                                fid_frames=args.fid_frames)
+                                fid_frames=args.fid_frames, fvd_variant=args.fvd_variant)
     videos, summary = classic_metrics.write_outputs(result, args.out, hf_dataset=args.hf_dataset)
     print(classic_metrics.format_summary(result))
     for line in classic_metrics.notes(result):  # stand-in warning, provenance, sample sizes

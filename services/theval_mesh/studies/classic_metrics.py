@@ -35,16 +35,15 @@ from theval_mesh.pure.scoring import uncertainty
 from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX
 
 OK, FAILED = "ok", "failed"
-# Network -> the summary columns it would fill (FID's network is its variant's: fid.VARIANTS).
+# Network -> the summary columns it would fill (FID's and FVD's network is their variant's: set_variants).
 NETWORK_COLUMNS = {"syncnet": (lm.LSE_C, lm.LSE_D), "fid-inception": (lm.FID,), "fvd-i3d": (lm.FVD,),
                    "arcface": (lm.CSIM,)}
 
 
-def _networks(fid_variant: str) -> list[str]:
-    """The networks a run uses: FID's is its variant's."""
-    from theval_mesh.backends.classic.fid import VARIANTS
-
-    return [VARIANTS[fid_variant].network if columns == (lm.FID,) else name for name, columns in NETWORK_COLUMNS.items()]
+def _networks(chosen: dict) -> list[str]:
+    """The networks a run uses: FID's and FVD's are their chosen variants' ({column: variant name})."""
+    return [set_variants(columns[0])[chosen[columns[0]]].network if columns[0] in chosen else name
+            for name, columns in NETWORK_COLUMNS.items()]
 # classic.csv column -> summary column, for the per-video metrics
 PER_VIDEO = {"lmd_f": lm.LMD_F, "lmd_m": lm.LMD_M, "psnr": lm.PSNR, "ssim": lm.SSIM,
              "lse_c": lm.LSE_C, "lse_d": lm.LSE_D, "csim": lm.CSIM}
@@ -255,23 +254,24 @@ def summarize(rows: list[ClassicRow], models: list[str], network_values: dict | 
 
 def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limits(),
         progress: bool = True, lse_pipeline: str = lse.SYNCNET_PYTHON, source_image=None,
-        fid_variant: str = "pytorch-fid", all_variants: bool = False, fid_frames: str = "all") -> ClassicRun:
+        fid_variant: str = "pytorch-fid", all_variants: bool = False, fid_frames: str = "all",
+        fvd_variant: str = "stylegan-v") -> ClassicRun:
     """The classic metrics of each generated video against its GT video, and per model. The
-    columns follow lse_pipeline and fid_variant; FID takes fid_frames of each video
+    columns follow lse_pipeline, fid_variant and fvd_variant; FID takes fid_frames of each video
     (lm.fid_frame_indices); all_variants: also every other variant's value per model
     (ClassicRun.variants), from the same decoded frames."""
-    from theval_mesh.backends.classic.fid import VARIANTS
-
     if lse_pipeline not in lse.PIPELINES:
         raise UsageRefused(f"--lse-pipeline {lse_pipeline!r}: one of {', '.join(lse.PIPELINES)}")
-    if fid_variant not in VARIANTS:
-        raise UsageRefused(f"--fid-variant {fid_variant!r}: one of {', '.join(VARIANTS)}")
+    chosen = {lm.FID: fid_variant, lm.FVD: fvd_variant}
+    for column, name in chosen.items():
+        if name not in set_variants(column):
+            raise UsageRefused(f"--{column.lower()}-variant {name!r}: one of {', '.join(set_variants(column))}")
     try:
         lm.fid_frame_indices(0, fid_frames)
     except ValueError as err:
         raise UsageRefused(f"--fid-frames: {err}") from None
     rows = pair_by_name(models, gt_dir)
-    skipped = [r for r in (skip_reason(name, store) for name in _networks(fid_variant)) if r]
+    skipped = [r for r in (skip_reason(name, store) for name in _networks(chosen)) if r]
     provenance = {"LMD-F/LMD-M": "MediaPipe FaceMesh (478 points, one tracking pass), 256-scale px",
                   "PSNR/SSIM": "scikit-image, generated frames resized to the GT's"}
     net, s3fd = None, None
@@ -313,21 +313,22 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
                 _add_sync(other, net, limits, pipeline, s3fd)
                 other_lse[(row.video, pipeline)] = (other.lse_c, other.lse_d)
     names = list(dict.fromkeys(m for m, _ in models))
-    sets = SetMetrics(store, limits, skipped, provenance, fid_variant, all_variants, fid_frames)
+    sets = SetMetrics(store, limits, skipped, provenance, chosen, all_variants, fid_frames)
     values = ({m: sets.of([r for r in rows if r.model == m and r.status == OK]) for m in names}
-              if sets.nets or sets.other_fid else {})
+              if sets.nets or sets.others else {})
     result = ClassicRun(rows, summarize(rows, names, values, network_intervals=sets.intervals), skipped, provenance)
     result.samples = {key: (*sizes, sets.resamples.get(key, 0)) for key, sizes in sets.samples.items()}
     if all_variants:
         result.variants = _variant_values(result, lse_pipeline if net is not None else None, other_lse,
-                                          fid_variant, sets.variant_values)
+                                          chosen, sets.variant_values)
     return result
 
 
-def _variant_values(result: ClassicRun, lse_pipeline: str | None, other_lse: dict, fid_variant: str,
-                    fid_values: dict) -> dict:
+def _variant_values(result: ClassicRun, lse_pipeline: str | None, other_lse: dict, chosen: dict,
+                    set_values: dict) -> dict:
     """(model, column, variant) -> value: LSE-C and LSE-D per pipeline (the mean over the model's
-    videos with a value, as the summary's), FID per variant (fid_values: the variants not chosen)."""
+    videos with a value, as the summary's), FID and FVD per variant (chosen: {column: the run's own};
+    set_values: (model, column, variant) -> value of the others)."""
     out = {}
     for s in result.summary:
         model = s["Model"]
@@ -339,11 +340,10 @@ def _variant_values(result: ClassicRun, lse_pipeline: str | None, other_lse: dic
                     if any(r.video == video for r in ok):
                         out.setdefault((model, column, pipeline), [])
                         out[(model, column, pipeline)].append(pair[j])
-        if lm.FID in result.provenance:
-            out[(model, lm.FID, fid_variant)] = s[lm.FID]
-        for (m, variant), value in fid_values.items():
-            if m == model:
-                out[(model, lm.FID, variant)] = value
+        for column, variant in chosen.items():
+            if column in result.provenance:
+                out[(model, column, variant)] = s[column]
+            out.update({k: v for k, v in set_values.items() if k[:2] == (model, column)})
     return {k: (_finite_mean(v) if isinstance(v, list) else v) for k, v in out.items()}
 
 
@@ -356,93 +356,87 @@ class SetMetrics:
     """FID and FVD of a model: its generated videos' frames (clips) against those of the GT videos
     they pair with, one value per model with a bootstrap interval over video pairs (the sample
     sizes are stated, since both are biased with few samples, a bias the interval does not
-    correct). Each GT video's features are computed once."""
+    correct). Each GT video's features are computed once. `chosen` {column: variant name} picks
+    the implementation of each column (fid.VARIANTS, fvd.VARIANTS); all_variants: also the point
+    estimate of every other variant whose network is in the store (variant_values)."""
 
-    def __init__(self, store, limits: Limits, skipped: list[str], provenance: dict, fid_variant: str = "pytorch-fid",
+    def __init__(self, store, limits: Limits, skipped: list[str], provenance: dict, chosen: dict,
                  all_variants: bool = False, fid_frames: str = "all"):
-        from theval_mesh.backends.classic import fid, fvd
         from theval_mesh.backends.classic.networks import describe
 
         self.limits, self.skipped, self.nets, self.samples, self.cache = limits, skipped, {}, {}, {}
         self.intervals, self.resamples = {}, {}  # (model, column) -> (low, high), resamples
-        self.fid_variant, self.fid_frames = fid.VARIANTS[fid_variant], fid_frames
-        frames_used = "every frame" if fid_frames == "all" else fid_frames
-        # all_variants: the other FID variants whose network is in the store -> their loaded network
-        self.other_fid, self.variant_values = {}, {}  # variant_values: (model, variant) -> FID
-        for v in (v for v in fid.VARIANTS.values() if all_variants and v.name != fid_variant):
-            if skip_reason(v.network, store):
-                skipped.append(f"FID variant {v.name}: {skip_reason(v.network, store)}")
-                continue
-            self.other_fid[v.name] = v.load(store)
-            provenance[f"FID ({v.name})"] = f"{describe(v.network, store)}; {v.follows}: {v.what}; frames: {frames_used}"
-        for name, column, load, what in (
-                (self.fid_variant.network, lm.FID, self.fid_variant.load,
-                 f"FID variant {self.fid_variant.name} ({self.fid_variant.follows}): {self.fid_variant.what}; "
-                 f"frames of each video: {frames_used}"),
-                ("fvd-i3d", lm.FVD, fvd.load_detector,
-                 "StyleGAN-V's I3D call, non-overlapping 16-frame clips from frame 0")):
-            if skip_reason(name, store):
+        self.fid_frames = fid_frames
+        self.chosen = {column: set_variants(column)[name] for column, name in chosen.items()}
+        self.others, self.variant_values = {}, {}  # (column, variant) -> its net; (model, column, variant) -> value
+        frames_used = {lm.FID: f"frames of each video: {'every frame' if fid_frames == 'all' else fid_frames}",
+                       lm.FVD: "its clips"}
+        for column, variant in self.chosen.items():
+            if skip_reason(variant.network, store):
                 continue
             try:
-                self.nets[column] = load(store)
+                self.nets[column] = variant.load(store)
             except WeightsMissing as err:
                 skipped.append(str(err))
                 continue
-            provenance[column] = f"{describe(name, store)}; {what}"
+            provenance[column] = (f"{describe(variant.network, store)}; {column} variant {variant.name} "
+                                  f"({variant.follows}): {variant.what}; {frames_used[column]}")
+        for column, variant in ((c, v) for c in self.chosen for v in set_variants(c).values()
+                                if all_variants and v.name != self.chosen[c].name):
+            if skip_reason(variant.network, store):
+                skipped.append(f"{column} variant {variant.name}: {skip_reason(variant.network, store)}")
+                continue
+            self.others[(column, variant.name)] = variant.load(store)
+            provenance[f"{column} ({variant.name})"] = (f"{describe(variant.network, store)}; {variant.follows}: "
+                                                        f"{variant.what}; {frames_used[column]}")
 
     def _features(self, path: str) -> dict:
+        """{column or (column, variant): features} of one video, from one decoding."""
         if path not in self.cache:
-            from theval_mesh.backends.classic import fid, fvd
-
             frames = [f for _, f in MediaReader(path, self.limits).frames()]
-            out = {}
-            sampled = [frames[i] for i in lm.fid_frame_indices(len(frames), self.fid_frames)]
-            if lm.FID in self.nets:
-                out[lm.FID] = fid.inception_features(sampled, net=self.nets[lm.FID],
-                                                     variant=self.fid_variant.name).features
-            for variant, net in self.other_fid.items():
-                out[(lm.FID, variant)] = fid.inception_features(sampled, net=net, variant=variant).features
-            if lm.FVD in self.nets:
-                clips = list(fvd.video_clips(frames))
-                out[lm.FVD] = (fvd.i3d_features([frames], detector=self.nets[lm.FVD]).features if clips
-                               else np.zeros((0, 400)))
+            taken = {lm.FID: [frames[i] for i in lm.fid_frame_indices(len(frames), self.fid_frames)], lm.FVD: frames}
+            out = {column: _video_features(column, self.chosen[column], net, taken[column])
+                   for column, net in self.nets.items()}
+            for (column, name), net in self.others.items():
+                out[(column, name)] = _video_features(column, set_variants(column)[name], net, taken[column])
             self.cache[path] = out
         return self.cache[path]
 
     def of(self, rows: list[ClassicRow]) -> dict:
         """{column: value} of one model's scored rows; the sample sizes in self.samples."""
-        from theval_mesh.backends.classic import fid, fvd
-
         if not rows:
             return {}
+        model = rows[0].model
         gen = [self._features(r.video) for r in rows]
         gt = [self._features(p) for p in dict.fromkeys(r.gt_video for r in rows)]
         gt_of = list(dict.fromkeys(r.gt_video for r in rows))
         gt_index = np.array([gt_of.index(r.gt_video) for r in rows])
         values = {}
-        for column, distance, ddof in ((lm.FID, self.fid_variant.distance, 1), (lm.FVD, fvd.fvd, 0)):
-            if column not in self.nets:
-                continue
+        for column in self.nets:
+            variant = self.chosen[column]
             a, b = (np.concatenate([f[column] for f in side]) for side in (gen, gt))
-            key = (rows[0].model, column)
+            key = (model, column)
             self.samples[key] = (len(a), len(b), len(rows), len(gt))
-            try:
-                values[column] = distance(a, b) if min(len(a), len(b)) >= 2 else math.nan
-            except ValueError as err:  # e.g. pytorch-fid's refusal: a large imaginary part in sqrtm
-                self.skipped.append(f"{column} of {rows[0].model}: {err}")
-                values[column] = math.nan
+            values[column] = self._distance(variant, a, b, f"{column} of {model}")
             if math.isfinite(values[column]):
                 self.intervals[key] = self._interval(a, b, [len(f[column]) for f in gen],
-                                                     [len(f[column]) for f in gt], gt_index, ddof, key)
-        for variant in self.other_fid:  # the point estimate only: the intervals are the chosen variant's
-            a, b = (np.concatenate([f[(lm.FID, variant)] for f in side]) for side in (gen, gt))
-            try:
-                self.variant_values[(rows[0].model, variant)] = (fid.VARIANTS[variant].distance(a, b)
-                                                                 if min(len(a), len(b)) >= 2 else math.nan)
-            except ValueError as err:
-                self.skipped.append(f"FID ({variant}) of {rows[0].model}: {err}")
-                self.variant_values[(rows[0].model, variant)] = math.nan
+                                                     [len(f[column]) for f in gt], gt_index, variant.ddof, key)
+        for column, name in self.others:  # the point estimate only: the intervals are the chosen variant's
+            a, b = (np.concatenate([f[(column, name)] for f in side]) for side in (gen, gt))
+            self.variant_values[(model, column, name)] = self._distance(
+                set_variants(column)[name], a, b, f"{column} ({name}) of {model}")
         return values
+
+    def _distance(self, variant, a: np.ndarray, b: np.ndarray, what: str) -> float:
+        """The variant's distance of (generated, GT) features; NaN with fewer than 2 rows a side, or
+        with the reason in skipped when its code refuses (pytorch-fid's large imaginary part)."""
+        if min(len(a), len(b)) < 2:
+            return math.nan
+        try:
+            return variant.distance(a, b)
+        except ValueError as err:
+            self.skipped.append(f"{what}: {err}")
+            return math.nan
 
     def _interval(self, a, b, gen_rows, gt_rows, gt_index, ddof: int, key) -> tuple:
         """The bootstrap interval over video pairs: a generated video and its GT video are drawn
@@ -455,6 +449,22 @@ class SetMetrics:
         self.resamples[key] = resamples
         statistic = lm.pair_resample_distance(a, gen_rows, b, gt_rows, gt_index, ddof)
         return uncertainty.set_interval(statistic, len(gen_rows), resamples)
+
+
+def set_variants(column: str) -> dict:
+    """The implementations of a set metric: {name: variant} (fid.VARIANTS or fvd.VARIANTS)."""
+    from theval_mesh.backends.classic import fid, fvd
+
+    return {lm.FID: fid.VARIANTS, lm.FVD: fvd.VARIANTS}[column]
+
+
+def _video_features(column: str, variant, net, frames: list) -> np.ndarray:
+    """(rows, dims) features of one video's frames by one variant of FID or FVD."""
+    from theval_mesh.backends.classic import fid
+
+    if column == lm.FID:
+        return fid.inception_features(frames, net=net, variant=variant.name).features
+    return variant.features(net, frames)
 
 
 def _s3fd(store, skipped: list[str]):
@@ -560,13 +570,11 @@ def write_outputs(result: ClassicRun, out_dir, hf_dataset: str | None = None) ->
 
 def variant_follows() -> dict[str, str]:
     """Every variant of a classic metric -> the code it follows."""
-    from theval_mesh.backends.classic.fid import VARIANTS
-
     return {lse.SYNCNET_PYTHON: "joonson/syncnet_python's pipeline (its ffmpeg re-encodings, JPEG frames, XVID crops)",
             lse.IN_PROCESS: "syncnet_python's network and math on the decoded pixels, nothing re-encoded",
             lse.WAV2LIP_LRS: "Rudrabha/Wav2Lip (5c90fa9) evaluation/scores_LSE/calculate_scores_LRS.py: whole frames "
                              "resized to 224x224, no face detection, the video's own frame rate",
-            **{name: v.follows for name, v in VARIANTS.items()}}
+            **{name: v.follows for column in (lm.FID, lm.FVD) for name, v in set_variants(column).items()}}
 
 
 def _write_variants(result: ClassicRun, out: Path) -> None:

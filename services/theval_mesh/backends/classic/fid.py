@@ -237,6 +237,7 @@ class FidVariant:
     features: Callable = field(repr=False)
     load: Callable = field(repr=False)
     distance: Callable = field(default=frechet_distance, repr=False)  # (generated, GT) features -> FID
+    ddof: int = 1  # every variant's covariance is the unbiased one (for the interval)
 
 
 VARIANTS = {v.name: v for v in (

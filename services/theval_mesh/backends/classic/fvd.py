@@ -23,8 +23,12 @@ What the published detector does inside (rescale, resize, logits) is read from i
 statements and the toolkits' calls, not from the file (not downloadable here): the parity test
 proves our pipeline equals the toolkit's own code ON THE SAME DETECTOR, not that our stand-in I3D
 equals the published one.
+
+Variants (VARIANTS, `theval classic --fvd-variant`): the code papers report "FVD" from, each on the
+same detector file; each proven against its own code (tests/integration/test_fvd_variants.py).
 """
-from collections.abc import Iterable, Iterator
+import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -112,3 +116,80 @@ def fvd(a: FvdFeatures | np.ndarray, b: FvdFeatures | np.ndarray) -> float:
     fb = b.features if isinstance(b, FvdFeatures) else b
     return frechet_distance_stats(*gaussian_stats(fa, ddof=0), *gaussian_stats(fb, ddof=0),
                                   imaginary_atol=None)
+
+
+def _stylegan_v(detector, frames: list) -> np.ndarray:
+    """StyleGAN-V's clips: every non-overlapping 16-frame window (module docstring); none from a
+    video shorter than one."""
+    try:
+        return i3d_features([frames], detector=detector).features
+    except ValueError:  # i3d_features' "no video has 16 frames"
+        return np.zeros((0, FEATURES))
+
+
+def shorter_side_crop(video, size: int = 224):
+    """common_metrics_on_video_quality's preprocess_single on a (C, T, H, W) float video: the
+    shorter side scaled to `size` (the other to ceil), bilinear per frame, then the centre crop."""
+    import torch.nn.functional as F
+
+    _, _, h, w = video.shape
+    scale = size / min(h, w)
+    target = (size, math.ceil(w * scale)) if h < w else (math.ceil(h * scale), size)
+    video = F.interpolate(video, size=target, mode="bilinear", align_corners=False)
+    _, _, h, w = video.shape
+    top, left = (h - size) // 2, (w - size) // 2
+    return video[:, :, top:top + size, left:left + size]
+
+
+def _common_metrics_styleganv(detector, frames: list) -> np.ndarray:
+    """common_metrics_on_video_quality's calculate_fvd(method='styleganv', only_final=True) on a video
+    cut to its first 16 frames: the frames in [0, 1] (uint8 / 255, float32), the shorter side to 224
+    and the centre crop, (x - 0.5) * 2, the detector with rescale and resize off. One clip a video."""
+    import torch
+
+    clips = list(video_clips(frames, clips_per_video=1))
+    if not clips:
+        return np.zeros((0, FEATURES))
+    video = (torch.from_numpy(clips[0]).float() / 255.0).permute(3, 0, 1, 2)  # (C, T, H, W) in [0, 1]
+    x = ((shorter_side_crop(video) - 0.5) * 2).contiguous()[None]
+    with torch.no_grad():
+        return detector(x, rescale=False, resize=False, return_features=True).double().numpy()
+
+
+def _real_first(distance: Callable) -> Callable:
+    """common_metrics computes frechet_distance(feats of its first argument, of its second), and its
+    README passes the original videos first: (generated, gt) -> distance(gt, generated)."""
+    return lambda generated, gt: distance(gt, generated)
+
+
+@dataclass(frozen=True)
+class FvdVariant:
+    """One implementation of FVD that papers report under that name (as fid.FidVariant): the code it
+    follows, the detector file, what a video becomes ((clips, 400) features) and the distance of
+    two feature sets, (generated, GT) -> FVD, with its covariance's ddof (for the interval)."""
+    name: str
+    follows: str
+    network: str
+    what: str
+    features: Callable = field(repr=False)  # (detector, frames) -> (clips, 400) float64
+    ddof: int = 0
+    distance: Callable = field(default=fvd, repr=False)
+    load: Callable = field(default=load_detector, repr=False)
+
+
+def _unbiased(a: np.ndarray, b: np.ndarray) -> float:
+    """np.cov's unbiased covariances, scipy's sqrtm, the real part: common_metrics' frechet_distance."""
+    return frechet_distance_stats(*gaussian_stats(a), *gaussian_stats(b), imaginary_atol=None)
+
+
+COMMON_METRICS = "JunyaoHu/common_metrics_on_video_quality (5f75173)"
+VARIANTS = {v.name: v for v in (
+    FvdVariant("stylegan-v", "universome/stylegan-v (3fecd69) src/metrics/frechet_video_distance.py", NAME,
+               "StyleGAN-V's I3D call (rescale and resize inside the detector), every non-overlapping 16-frame "
+               "clip from frame 0, biased covariance", _stylegan_v),
+    FvdVariant("common-metrics-styleganv", f"{COMMON_METRICS} calculate_fvd(method='styleganv', only_final=True)",
+               NAME, "each video's first 16 frames as one clip, in [0, 1]: the shorter side resized to 224 "
+               "bilinear and centre-cropped, (x - 0.5) * 2, the detector's rescale and resize off; unbiased "
+               "covariance", _common_metrics_styleganv, ddof=1, distance=_real_first(_unbiased)),
+)}
+DEFAULT_VARIANT = "stylegan-v"
