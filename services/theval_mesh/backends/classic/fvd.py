@@ -156,6 +156,56 @@ def _common_metrics_styleganv(detector, frames: list) -> np.ndarray:
         return detector(x, rescale=False, resize=False, return_features=True).double().numpy()
 
 
+def _common_metrics_videogpt(net, frames: list) -> np.ndarray:
+    """common_metrics_on_video_quality's calculate_fvd(method='videogpt', only_final=True) on a video
+    cut to its first 16 frames: the [0, 1] frames (uint8 / 255) times 255 truncated to uint8, as its
+    preprocess does (so float rounding can take a level off), / 255, the shorter side to 224 and the
+    centre crop, - 0.5, * 2, then the InceptionI3d's logits (i3d_videogpt)."""
+    import torch
+
+    clips = list(video_clips(frames, clips_per_video=1))
+    if not clips:
+        return np.zeros((0, FEATURES))
+    levels = (torch.from_numpy(clips[0]).float() / 255.0 * 255).numpy().astype(np.uint8)  # (T, H, W, 3)
+    video = (torch.from_numpy(levels).float() / 255.0).permute(3, 0, 1, 2)  # (C, T, H, W)
+    x = ((shorter_side_crop(video) - 0.5) * 2)[None]
+    with torch.no_grad():
+        return net(x, return_features=True).double().numpy()
+
+
+def frechet_distance_tf_gan(first: np.ndarray, second: np.ndarray, eps: float = 1e-10) -> float:
+    """The Fréchet distance as common_metrics' videogpt method computes it (TF-GAN's formula) in
+    float32 torch: unbiased covariances, tr sqrt(S1 S2) as tr sqrt(sqrt(S1) S2 sqrt(S1)), each square
+    root through an SVD whose singular values below eps are kept unrooted. On a singular covariance
+    (fewer clips than 400) the float32 rounding of its zero singular values (about 1e-7, above eps)
+    is rooted too: a floor under the value that the other variants do not have. One row a side:
+    the means' term alone."""
+    import torch
+
+    x1, x2 = (torch.from_numpy(np.asarray(f, np.float32)) for f in (first, second))
+    means = torch.sum((x1.mean(0) - x2.mean(0)) ** 2)
+    if len(x1) < 2:
+        return float(means)
+
+    def cov(x):
+        centred = (x - x.mean(0)).t()
+        return (1.0 / (len(x) - 1)) * centred.matmul(centred.t())
+
+    def sqrt_psd(mat):
+        u, s, v = torch.svd(mat)
+        return u.matmul(torch.diag(torch.where(s < eps, s, torch.sqrt(s)))).matmul(v.t())
+
+    s1, s2 = cov(x1), cov(x2)
+    root = sqrt_psd(s1)
+    return float(torch.trace(s1 + s2) - 2.0 * torch.trace(sqrt_psd(root.matmul(s2.matmul(root)))) + means)
+
+
+def _load_videogpt(store=None):
+    from theval_mesh.backends.classic import i3d_videogpt
+
+    return i3d_videogpt.load(store)
+
+
 def _real_first(distance: Callable) -> Callable:
     """common_metrics computes frechet_distance(feats of its first argument, of its second), and its
     README passes the original videos first: (generated, gt) -> distance(gt, generated)."""
@@ -191,5 +241,11 @@ VARIANTS = {v.name: v for v in (
                NAME, "each video's first 16 frames as one clip, in [0, 1]: the shorter side resized to 224 "
                "bilinear and centre-cropped, (x - 0.5) * 2, the detector's rescale and resize off; unbiased "
                "covariance", _common_metrics_styleganv, ddof=1, distance=_real_first(_unbiased)),
+    FvdVariant("common-metrics-videogpt", f"{COMMON_METRICS} calculate_fvd(method='videogpt', only_final=True)",
+               "fvd-i3d-videogpt", "each video's first 16 frames as one clip, requantised to uint8 (x * 255 "
+               "truncated), the shorter side resized to 224 bilinear and centre-cropped, [-1, 1], piergiaj/"
+               "pytorch-i3d's InceptionI3d logits; unbiased covariance, TF-GAN's SVD square roots in float32",
+               _common_metrics_videogpt, ddof=1, distance=_real_first(frechet_distance_tf_gan),
+               load=_load_videogpt),
 )}
 DEFAULT_VARIANT = "stylegan-v"

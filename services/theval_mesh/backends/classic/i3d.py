@@ -54,11 +54,11 @@ def pad3d(x: torch.Tensor, k: list[int], s: list[int]) -> torch.Tensor:
 class Unit(nn.Module):
     """Conv3d with TF 'SAME' padding, then BatchNorm and ReLU (or neither: the logits)."""
 
-    def __init__(self, cin: int, cout: int, k=(1, 1, 1), s=(1, 1, 1), norm: bool = True):
+    def __init__(self, cin: int, cout: int, k=(1, 1, 1), s=(1, 1, 1), norm: bool = True, eps: float = 1e-3):
         super().__init__()
         self.k, self.s, self.norm = list(k), list(s), norm
         self.conv = nn.Conv3d(cin, cout, k, s, bias=not norm)
-        self.bn = nn.BatchNorm3d(cout, eps=1e-3) if norm else nn.Identity()
+        self.bn = nn.BatchNorm3d(cout, eps=eps) if norm else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.conv(pad3d(x, self.k, self.s))
@@ -76,12 +76,12 @@ class MaxPoolSame(nn.Module):
 
 
 class Mixed(nn.Module):
-    def __init__(self, cin: int, w):
+    def __init__(self, cin: int, w, eps: float = 1e-3):
         super().__init__()
-        self.b0 = Unit(cin, w[0])
-        self.b1a, self.b1b = Unit(cin, w[1]), Unit(w[1], w[2], (3, 3, 3))
-        self.b2a, self.b2b = Unit(cin, w[3]), Unit(w[3], w[4], (3, 3, 3))
-        self.b3pool, self.b3b = MaxPoolSame((3, 3, 3), (1, 1, 1)), Unit(cin, w[5])
+        self.b0 = Unit(cin, w[0], eps=eps)
+        self.b1a, self.b1b = Unit(cin, w[1], eps=eps), Unit(w[1], w[2], (3, 3, 3), eps=eps)
+        self.b2a, self.b2b = Unit(cin, w[3], eps=eps), Unit(w[3], w[4], (3, 3, 3), eps=eps)
+        self.b3pool, self.b3b = MaxPoolSame((3, 3, 3), (1, 1, 1)), Unit(cin, w[5], eps=eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cat([self.b0(x), self.b1b(self.b1a(x)), self.b2b(self.b2a(x)),
@@ -89,20 +89,21 @@ class Mixed(nn.Module):
 
 
 class I3D(nn.Module):
-    def __init__(self):
+    """eps: the BatchNorm's (1e-3 as TensorFlow's I3D; piergiaj/pytorch-i3d's InceptionI3d has 1e-5)."""
+
+    def __init__(self, eps: float = 1e-3):
         super().__init__()
-        self.Conv3d_1a_7x7 = Unit(3, 64, (7, 7, 7), (2, 2, 2))
+        self.Conv3d_1a_7x7 = Unit(3, 64, (7, 7, 7), (2, 2, 2), eps=eps)
         self.MaxPool3d_2a_3x3 = MaxPoolSame((1, 3, 3), (1, 2, 2))
-        self.Conv3d_2b_1x1 = Unit(64, 64)
-        self.Conv3d_2c_3x3 = Unit(64, 192, (3, 3, 3))
+        self.Conv3d_2b_1x1 = Unit(64, 64, eps=eps)
+        self.Conv3d_2c_3x3 = Unit(64, 192, (3, 3, 3), eps=eps)
         self.MaxPool3d_3a_3x3 = MaxPoolSame((1, 3, 3), (1, 2, 2))
-        self.Mixed_3b, self.Mixed_3c = Mixed(*MIXED["Mixed_3b"]), Mixed(*MIXED["Mixed_3c"])
+        self.Mixed_3b, self.Mixed_3c = (Mixed(*MIXED[n], eps=eps) for n in ("Mixed_3b", "Mixed_3c"))
         self.MaxPool3d_4a_3x3 = MaxPoolSame((3, 3, 3), (2, 2, 2))
-        self.Mixed_4b, self.Mixed_4c = Mixed(*MIXED["Mixed_4b"]), Mixed(*MIXED["Mixed_4c"])
-        self.Mixed_4d, self.Mixed_4e = Mixed(*MIXED["Mixed_4d"]), Mixed(*MIXED["Mixed_4e"])
-        self.Mixed_4f = Mixed(*MIXED["Mixed_4f"])
+        self.Mixed_4b, self.Mixed_4c, self.Mixed_4d, self.Mixed_4e, self.Mixed_4f = (
+            Mixed(*MIXED[n], eps=eps) for n in ("Mixed_4b", "Mixed_4c", "Mixed_4d", "Mixed_4e", "Mixed_4f"))
         self.MaxPool3d_5a_2x2 = MaxPoolSame((2, 2, 2), (2, 2, 2))
-        self.Mixed_5b, self.Mixed_5c = Mixed(*MIXED["Mixed_5b"]), Mixed(*MIXED["Mixed_5c"])
+        self.Mixed_5b, self.Mixed_5c = (Mixed(*MIXED[n], eps=eps) for n in ("Mixed_5b", "Mixed_5c"))
         self.logits = Unit(1024, CLASSES, norm=False)
 
     def forward(self, x: torch.Tensor, rescale: bool = False, resize: bool = False,

@@ -13,8 +13,12 @@ float tensors in [0, 1] shaped [videos, frames, 3, H, W] (uint8 / 255).
 
 Sets: videos1 (the README's "original") = the `*_gt` clips, videos2 = the `*_noisy` clips of the
 same four speakers, frames 0-15 of each (one 16-frame clip a video, the FVD-16 convention), called
-as the README does: `calculate_fvd(videos1, videos2, device, method='styleganv', only_final=True)`.
-The features of each side come from its own `get_fvd_feats` too, so the test can compare them.
+as the README does: `calculate_fvd(videos1, videos2, device, method=METHOD, only_final=True)` for
+both methods, 'styleganv' (the stand-in `i3d_torchscript.pt`) and 'videogpt' (the stand-in
+`i3d_pretrained_400.pt`, put at `fvd/videogpt/`). The features of each side come from its own
+`get_fvd_feats` / `get_fvd_logits` too, so the test can compare them; and the FVD once more from its
+own functions with one video per detector call (`bs=1`; its default puts the 4 videos in one call),
+since the videogpt method's value moves with that (docs/classic-metrics.md).
 """
 import argparse
 import json
@@ -66,8 +70,9 @@ def main():
         shutil.rmtree(args.work)
     code = args.work / "common_metrics"
     shutil.copytree(args.checkout, code, ignore=shutil.ignore_patterns(".git", "*.pt", "*.pth", "tensorflow"))
-    marker = stand_in.write(args.work / "store", SEED, models=(), classic=["fvd-i3d"])
+    marker = stand_in.write(args.work / "store", SEED, models=(), classic=["fvd-i3d", "fvd-i3d-videogpt"])
     shutil.copy(args.work / "store" / "i3d_torchscript.pt", code / "fvd" / "styleganv" / "i3d_torchscript.pt")
+    shutil.copy(args.work / "store" / "i3d_pretrained_400.pt", code / "fvd" / "videogpt" / "i3d_pretrained_400.pt")
 
     import numpy as np
     import scipy
@@ -76,20 +81,30 @@ def main():
     torch.set_num_threads(2)
     sys.path.insert(0, str(code))
     from calculate_fvd import calculate_fvd, trans
-    from fvd.styleganv.fvd import get_fvd_feats, load_i3d_pretrained
+    from fvd.styleganv import fvd as styleganv
+    from fvd.videogpt import fvd as videogpt
 
     device = torch.device("cpu")
     sides = {name: videos(kind) for name, kind in SETS.items()}
-    result = calculate_fvd(sides["videos1"], sides["videos2"], device, method="styleganv", only_final=True)
-    i3d = load_i3d_pretrained(device=device)
-    features = {name: get_fvd_feats(trans(v), i3d=i3d, device=device).tolist() for name, v in sides.items()}
-    out = {
-        "common-metrics-styleganv": {
+    out = {}
+    one_by_one = {  # the same functions, one video per detector call (their bs=10 puts all 4 in one)
+        "styleganv": lambda v, i3d: styleganv.get_feats(trans(v), i3d, device, bs=1),
+        "videogpt": lambda v, i3d: videogpt.get_logits(i3d, videogpt.preprocess(trans(v)), device, bs=1)}
+    for method, module, features_of in (("styleganv", styleganv, styleganv.get_fvd_feats),
+                                        ("videogpt", videogpt, videogpt.get_fvd_logits)):
+        result = calculate_fvd(sides["videos1"], sides["videos2"], device, method=method, only_final=True)
+        i3d = module.load_i3d_pretrained(device=device)
+        single = [one_by_one[method](sides[name], i3d) for name in SETS]
+        out[f"common-metrics-{method}"] = {
             "fvd": result["value"][0],
-            "features": features,
-            "call": "calculate_fvd(videos1, videos2, torch.device('cpu'), method='styleganv', only_final=True); "
-                    "features: fvd.styleganv.fvd.get_fvd_feats(trans(videos), i3d=load_i3d_pretrained())",
-        },
+            "features": {name: np.asarray(features_of(trans(v), i3d=i3d, device=device)).tolist()
+                         for name, v in sides.items()},
+            "fvd_one_video_per_call": module.frechet_distance(*single),
+            "call": f"calculate_fvd(videos1, videos2, torch.device('cpu'), method='{method}', only_final=True); "
+                    f"features: fvd.{method}.fvd.{features_of.__name__}(trans(videos), i3d=load_i3d_pretrained()); "
+                    "fvd_one_video_per_call: its frechet_distance of the features computed with bs=1",
+        }
+    out.update({
         "sets": {name: [f"{s}_{kind}.mp4" for s in SPEAKERS] for name, kind in SETS.items()},
         "frames": f"0-{FRAMES - 1} of each clip, uint8 / 255 as float32, [videos, frames, 3, H, W]",
         "reference": f"JunyaoHu/common_metrics_on_video_quality {args.commit}, unmodified",
@@ -98,9 +113,9 @@ def main():
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
                      "scipy": scipy.__version__},
         "command": "python tests/data/parity/reference-env/run_fvd_variants_reference.py --checkout CHECKOUT",
-    }
+    })
     args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
-    print(json.dumps({"common-metrics-styleganv": out["common-metrics-styleganv"]["fvd"]}))
+    print(json.dumps({k: v["fvd"] for k, v in out.items() if k.startswith("common-metrics")}))
 
 
 if __name__ == "__main__":
