@@ -120,3 +120,19 @@ def test_lse_the_wav2lip_lrs_way_equals_wav2lips_own_code(net, row):
     assert s.tracks == 1 and s.offset == int(row["offset"])
     assert s.lse_d == pytest.approx(float(row["lse_d"]), rel=1e-6)
     assert s.lse_c == pytest.approx(float(row["lse_c"]), rel=1e-4)
+
+
+@pytest.mark.parametrize("row", _rows("latentsync_lse_oracle.csv"), ids=lambda r: r["clip"])
+def test_lse_the_latentsync_way_equals_latentsyncs_own_code(net, detector, row):
+    """latentsync_lse_oracle.csv: LatentSync's eval_sync_conf.py syncnet_eval (its copy of
+    run_pipeline.py in MP4 with AAC crops, min_track 50; its S3FD copy) run unmodified
+    (reference-env/run_latentsync_lse_reference.py). The same tracks, the int(fmean) offset, and
+    LSE-C (eval_sync_conf's confidence) and LSE-D (the tracks' minimum distances, which
+    syncnet_eval drops). Measured: LSE-C within 3e-5 relative, LSE-D within 1e-7 (float32
+    distances); held to 1e-3 and 1e-5, as a crop's edge could move with S3FD's last digits."""
+    s = syncnet.video_sync(net, str(clip(Path(row["clip"]).stem)), Limits(), face_track.LATENTSYNC, detector)
+    assert s.tracks == int(row["tracks"]) and s.offset == int(row["offset"])
+    assert s.lse_c == pytest.approx(float(row["lse_c"]), rel=1e-3)
+    assert s.lse_d == pytest.approx(float(row["lse_d"]), rel=1e-5)
+    print(f"{row['clip']}: LSE-C {s.lse_c:.5f} vs {float(row['lse_c']):.5f}, "
+          f"LSE-D {s.lse_d:.4f} vs {float(row['lse_d']):.4f}, offset {s.offset}")

@@ -574,6 +574,8 @@ def variant_follows() -> dict[str, str]:
             lse.IN_PROCESS: "syncnet_python's network and math on the decoded pixels, nothing re-encoded",
             lse.WAV2LIP_LRS: "Rudrabha/Wav2Lip (5c90fa9) evaluation/scores_LSE/calculate_scores_LRS.py: whole frames "
                              "resized to 224x224, no face detection, the video's own frame rate",
+            lse.LATENTSYNC: "bytedance/LatentSync (a229c39) eval/eval_sync_conf.py: syncnet_python's steps in MP4 "
+                            "with the crops' audio in AAC, tracks of more than 50 frames, int(fmean) of the offsets",
             **{name: v.follows for column in (lm.FID, lm.FVD) for name, v in set_variants(column).items()}}
 
 

@@ -16,6 +16,10 @@ audio at 16 kHz mono 16-bit cut to its frames. Three ways, named in provenance (
       command its README gives for LRS2/LRS3/LRW: no face detection and no 25 fps re-encoding;
       SyncNetInstance_calc_scores.evaluate extracts the video's own frames as JPEG and resizes
       each WHOLE frame to 224x224 (cv2.resize), one "track" of every frame.
+  "latentsync": bytedance/LatentSync's eval/eval_sync_conf.py (a229c39), its copy of run_pipeline.py
+      (eval/syncnet_detect.py): the same steps as syncnet_python's, in MP4: the 25 fps re-encoding
+      to video.mp4 (ffmpeg's H.264), the crops written by OpenCV as MPEG-4 Part 2 ("mp4v") and
+      muxed with their audio re-encoded to AAC; tracks of more than 50 detections (min_track=50).
 
 The faces: syncnet_python's S3FD (backends/classic/s3fd.py, at its conf 0.9 and scale 0.25) when
 `sfd_face.pth` is in the weights store; else MediaPipe's face detector (BlazeFace, short range,
@@ -42,9 +46,22 @@ from theval_mesh.pure.metrics import lse
 
 BLAZEFACE = "MediaPipe face detection (BlazeFace short-range; syncnet_python uses S3FD)"
 ONE_SHOT = "one shot"
-SYNCNET_PYTHON, IN_PROCESS, WAV2LIP_LRS = lse.PIPELINES
+SYNCNET_PYTHON, IN_PROCESS, WAV2LIP_LRS, LATENTSYNC = lse.PIPELINES
 FFMPEG_TIMEOUT_S = 600
 MIN_CONFIDENCE = 0.5  # MediaPipe's default
+
+
+@dataclass(frozen=True)
+class Conversions:
+    """What differs between syncnet_python's run_pipeline.py and LatentSync's copy of it."""
+    container: str    # of the 25 fps re-encoding and of the crops
+    fourcc: str       # OpenCV's codec for the crops
+    crop_audio: str   # the codec of the crops' audio when muxed ("copy": the cut PCM)
+    min_track: int    # a track needs more detections than this
+
+
+CONVERSIONS = {SYNCNET_PYTHON: Conversions("avi", "XVID", "copy", ft.MIN_TRACK),
+               LATENTSYNC: Conversions("mp4", "mp4v", "aac", 50)}  # eval_sync_conf.py: min_track=50
 
 
 @dataclass
@@ -134,8 +151,8 @@ def crop(bgr: np.ndarray, s: float, y: float, x: float) -> np.ndarray:
 def face_tracks(path: str, limits: Limits = Limits(), pipeline: str = SYNCNET_PYTHON, s3fd=None) -> list[FaceTrack]:
     """The video's face tracks with their crops and audio ([] when no face stays long enough).
     s3fd: an s3fd.S3FD finding the faces (None: BlazeFace)."""
-    if pipeline == SYNCNET_PYTHON:
-        return _syncnet_python_tracks(path, limits, s3fd)
+    if pipeline in CONVERSIONS:
+        return _syncnet_python_tracks(path, limits, s3fd, CONVERSIONS[pipeline])
     if pipeline == WAV2LIP_LRS:
         return [_whole_frames(path, limits)]
     return _in_process_tracks(path, limits, s3fd)
@@ -215,40 +232,43 @@ def _whole_frames(path: str, limits: Limits) -> FaceTrack:
     return FaceTrack(np.arange(len(crops)), crops, np.asarray(pcm, np.int16))
 
 
-def _syncnet_python_tracks(path: str, limits: Limits, s3fd=None) -> list[FaceTrack]:
-    """run_pipeline.py then SyncNetInstance.evaluate's conversions (their commands, in order)."""
+def _syncnet_python_tracks(path: str, limits: Limits, s3fd=None,
+                           way: Conversions = CONVERSIONS[SYNCNET_PYTHON]) -> list[FaceTrack]:
+    """run_pipeline.py (or LatentSync's copy: `way`) then SyncNetInstance.evaluate's conversions
+    (their commands, in order)."""
     from scipy.io import wavfile
 
     MediaReader(path, limits).close()  # the header's limits (size, resolution, length) before ffmpeg runs
     with tempfile.TemporaryDirectory(prefix="theval-lse-") as tmp:
         t = Path(tmp)
         (t / "frames").mkdir()
-        _ffmpeg(path, "-i", path, "-qscale:v", "2", "-async", "1", "-r", str(lse.FPS), t / "video.avi")
-        _ffmpeg(path, "-i", t / "video.avi", "-qscale:v", "2", "-threads", "1", "-f", "image2",
+        video25 = t / f"video.{way.container}"
+        _ffmpeg(path, "-i", path, "-qscale:v", "2", "-async", "1", "-r", str(lse.FPS), video25)
+        _ffmpeg(path, "-i", video25, "-qscale:v", "2", "-threads", "1", "-f", "image2",
                 t / "frames" / "%06d.jpg")
-        _ffmpeg(path, "-i", t / "video.avi", "-ac", "1", "-vn", "-acodec", "pcm_s16le", "-ar", str(lse.AUDIO_RATE),
+        _ffmpeg(path, "-i", video25, "-ac", "1", "-vn", "-acodec", "pcm_s16le", "-ar", str(lse.AUDIO_RATE),
                 t / "audio.wav")
         frames = _jpegs(t / "frames")
         if not frames:
             raise VideoError(path, "ffmpeg wrote no frame at 25 fps")
         with _detector(s3fd) as det:
             boxes = [det.boxes(cv2.cvtColor(cv2.imread(str(f)), cv2.COLOR_BGR2RGB)) for f in frames]
-        # The one shot is the frames PySceneDetect reads from video.avi with OpenCV: ffmpeg's image2
-        # extraction can repeat the last frames (dup), which the shot leaves out.
-        boxes = boxes[:_opencv_frame_count(t / "video.avi")]
+        # The one shot is the frames PySceneDetect reads from the 25 fps video with OpenCV: ffmpeg's
+        # image2 extraction can repeat the last frames (dup), which the shot leaves out.
+        boxes = boxes[:_opencv_frame_count(video25)]
         out = []
-        for k, track in enumerate(ft.tracks(boxes)):
+        for k, track in enumerate(ft.tracks(boxes, way.min_track)):
             windows = ft.crop_windows(track)
-            video = t / f"{k:05d}t.avi"
-            writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"XVID"), lse.FPS,
+            video = t / f"{k:05d}t.{way.container}"
+            writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*way.fourcc), lse.FPS,
                                      (ft.CROP_SIZE, ft.CROP_SIZE))
             for j, index in enumerate(track.frames):
                 writer.write(crop(cv2.imread(str(frames[int(index)])), *windows[j]))
             writer.release()
             start, end = track.frames[0] / lse.FPS, (track.frames[-1] + 1) / lse.FPS
             _ffmpeg(path, "-i", t / "audio.wav", "-ss", f"{start:.3f}", "-to", f"{end:.3f}", t / f"{k:05d}.wav")
-            muxed = t / f"{k:05d}.avi"
-            _ffmpeg(path, "-i", video, "-i", t / f"{k:05d}.wav", "-c:v", "copy", "-c:a", "copy", muxed)
+            muxed = t / f"{k:05d}.{way.container}"
+            _ffmpeg(path, "-i", video, "-i", t / f"{k:05d}.wav", "-c:v", "copy", "-c:a", way.crop_audio, muxed)
             # SyncNetInstance.evaluate's own extraction of the crop
             (t / f"c{k}").mkdir()
             _ffmpeg(path, "-i", muxed, "-threads", "1", "-f", "image2", t / f"c{k}" / "%06d.jpg")

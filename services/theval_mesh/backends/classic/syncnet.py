@@ -158,7 +158,8 @@ def evaluate(net: SyncNet, crops_bgr: np.ndarray, pcm16: np.ndarray, vshift: int
 @dataclass(frozen=True)
 class VideoSync:
     """A video's SyncNet numbers: each face track's, averaged (mean over tracks, as LatentSync's and
-    Wav2Lip's evaluation scripts average a video's crops); the offset of the longest track."""
+    Wav2Lip's evaluation scripts average a video's crops); the offset of the longest track, or
+    with LatentSync's pipeline its eval_sync_conf's int(fmean) of the tracks' offsets."""
     offset: int
     lse_d: float
     lse_c: float
@@ -169,17 +170,22 @@ class VideoSync:
 def video_sync(net: SyncNet, path: str, limits, pipeline: str, s3fd=None) -> VideoSync:
     """LSE of one video; VideoError when it has no audio or no face track long enough. s3fd: an
     s3fd.S3FD finding the faces (None: BlazeFace)."""
+    from statistics import fmean
+
     from theval_mesh.backends.classic import face_track
     from theval_mesh.pure.errors import VideoError
-    from theval_mesh.pure.metrics import face_tracks as ft
 
     tracks = face_track.face_tracks(path, limits, pipeline, s3fd)
     scored = [s for s in (evaluate(net, t.crops, t.pcm16) for t in tracks) if s is not None]
     if not scored:
-        raise VideoError(path, f"no face track of more than {ft.MIN_TRACK} frames ({ft.MIN_TRACK / lse.FPS:.0f} s "
-                               "at 25 fps) with its audio: syncnet_python scores no shorter track")
-    longest = max(scored, key=lambda s: s.windows)
-    return VideoSync(longest.offset, float(np.mean([s.lse_d for s in scored])),
+        shortest = face_track.CONVERSIONS.get(pipeline, face_track.CONVERSIONS[face_track.SYNCNET_PYTHON]).min_track
+        raise VideoError(path, f"no face track of more than {shortest} frames ({shortest / lse.FPS:.0f} s "
+                               f"at 25 fps) with its audio: {pipeline} scores no shorter track")
+    if pipeline == face_track.LATENTSYNC:  # eval_sync_conf.py: int(fmean(offsets)), fmean(confidences)
+        offset = int(fmean(s.offset for s in scored))
+    else:
+        offset = max(scored, key=lambda s: s.windows).offset
+    return VideoSync(offset, float(np.mean([s.lse_d for s in scored])),
                      float(np.mean([s.lse_c for s in scored])), len(scored), sum(s.windows for s in scored))
 
 

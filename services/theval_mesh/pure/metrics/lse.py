@@ -21,9 +21,11 @@ MFCC_PER_FRAME = 4   # 100 MFCC steps/s / 25 fps
 MFCC_WINDOW = 20     # MFCC steps per window (0.2 s)
 PAIRWISE_EPS = 1e-6  # torch.nn.functional.pairwise_distance adds eps to the difference
 # How the face tracks' crops and audio are made (backends/classic/face_track.py): syncnet_python's
-# ffmpeg and OpenCV conversions (the published numbers'), the decoded pixels as they are, or
-# Wav2Lip's calculate_scores_LRS.py (every frame of the video, whole, resized to 224x224).
-SYNCNET_PYTHON, IN_PROCESS, WAV2LIP_LRS = PIPELINES = ("syncnet_python", "in-process", "wav2lip-lrs")
+# ffmpeg and OpenCV conversions (the published numbers'), the decoded pixels as they are,
+# Wav2Lip's calculate_scores_LRS.py (every frame of the video, whole, resized to 224x224), or
+# LatentSync's eval_sync_conf.py (syncnet_python's steps in MP4 with AAC audio, tracks from 51 frames).
+SYNCNET_PYTHON, IN_PROCESS, WAV2LIP_LRS, LATENTSYNC = PIPELINES = (
+    "syncnet_python", "in-process", "wav2lip-lrs", "latentsync")
 
 
 @dataclass(frozen=True)
