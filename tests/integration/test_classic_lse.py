@@ -114,6 +114,7 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
     assert float(variants[("desync", "LSE-D", "wav2lip-lrs")]["value"]) != pytest.approx(lse_d["syncnet_python"], rel=1e-3)
     assert "calculate_scores_LRS.py" in variants[("desync", "LSE-D", "wav2lip-lrs")]["follows"]
     assert "eval_sync_conf.py" in variants[("desync", "LSE-C", "latentsync")]["follows"]
+    assert "syncnet_pipeline.py" in variants[("desync", "LSE-C", "mochabench")]["follows"]
     assert float(variants[("desync", "FID", "clean-fid-legacy-pytorch")]["value"]) == pytest.approx(row["FID"], rel=1e-4)
     assert ("desync", "FID", "clean-fid") not in variants  # its TorchScript file is not in this store: said why
     assert "common_metrics_on_video_quality" in variants[("desync", "FVD", "common-metrics-styleganv")]["follows"]

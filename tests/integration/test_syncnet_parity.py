@@ -136,3 +136,16 @@ def test_lse_the_latentsync_way_equals_latentsyncs_own_code(net, detector, row):
     assert s.lse_d == pytest.approx(float(row["lse_d"]), rel=1e-5)
     print(f"{row['clip']}: LSE-C {s.lse_c:.5f} vs {float(row['lse_c']):.5f}, "
           f"LSE-D {s.lse_d:.4f} vs {float(row['lse_d']):.4f}, offset {s.offset}")
+
+
+@pytest.mark.parametrize("row", _rows("mochabench_lse_oracle.csv"), ids=lambda r: r["clip"])
+def test_lse_the_mochabench_way_equals_mochabenchs_own_code(net, detector, row):
+    """mochabench_lse_oracle.csv: MoChaBench's SyncNetPipeline.inference (its speech resampled from
+    the input, min_track 50, its tracker, the best track's values) run unmodified with the clip as
+    its own speech (reference-env/run_mochabench_lse_reference.py)."""
+    s = syncnet.video_sync(net, str(clip(Path(row["clip"]).stem)), Limits(), face_track.MOCHABENCH, detector)
+    assert s.tracks == int(row["tracks"]) and s.offset == int(row["offset"])
+    assert s.lse_c == pytest.approx(float(row["lse_c"]), rel=1e-3)
+    assert s.lse_d == pytest.approx(float(row["lse_d"]), rel=1e-5)
+    print(f"{row['clip']}: LSE-C {s.lse_c:.5f} vs {float(row['lse_c']):.5f}, "
+          f"LSE-D {s.lse_d:.4f} vs {float(row['lse_d']):.4f}, offset {s.offset}")

@@ -90,6 +90,20 @@ def test_two_faces_make_two_tracks():
     assert len(tracks) == 2 and {round(t.boxes[0][0]) for t in tracks} == {100, 500}
 
 
+def test_mochabench_ends_a_frames_scan_at_a_face_that_does_not_overlap():
+    """Face A alone in frame 0, then [B far away, A moved on] in every frame: track_shot skips B and
+    keeps following A from frame 0; MoChaBench's _track stops the frame's scan at B, so A's frame 0
+    stays alone and A is found again from frame 1."""
+    a = _moving_face(120)
+    frames = [a[0]] + [[(a[f][0][0] + 400, a[f][0][1], a[f][0][2] + 400, a[f][0][3]), a[f][0]]
+                            for f in range(1, 120)]
+    spans = sorted((int(t.frames[0]), int(t.frames[-1]), round(t.boxes[-1][0])) for t in ft.tracks(frames))
+    assert spans == [(0, 119, 219), (1, 119, 619)]
+    spans = sorted((int(t.frames[0]), int(t.frames[-1]), round(t.boxes[-1][0]))
+                   for t in ft.tracks(frames, iou_eps=1e-8, stop_at_mismatch=True))
+    assert spans == [(1, 119, 219), (1, 119, 619)]
+
+
 def test_crop_window_is_the_box_widened_and_stretched_down():
     # box half-size 50 centred at (200, 150): pad int(50 * 1.8) = 90; rows from y - s to y + 1.8 s,
     # columns x +- 1.4 s, in padded coordinates

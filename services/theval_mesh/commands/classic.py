@@ -29,7 +29,8 @@ def register(subparsers) -> None:
                         "nothing re-encoded (faster; NOT comparable with published LSE); wav2lip-lrs: Wav2Lip's "
                         "calculate_scores_LRS.py, whole frames resized to 224x224, no face detection; latentsync: "
                         "LatentSync's eval_sync_conf.py, syncnet_python's steps in MP4 with AAC audio, tracks from 51 "
-                        "frames")
+                        "frames; mochabench: MoChaBench's SyncNetPipeline, the speech straight from the video, the "
+                        "best track's values")
     p.add_argument("--source-image", metavar="IMAGE",
                    help="CSIM: the source identity for every video (default: each GT video's first frame with a face)")
     p.add_argument("--fid-variant", choices=list(fid_variants()), default="pytorch-fid",

@@ -576,6 +576,9 @@ def variant_follows() -> dict[str, str]:
                              "resized to 224x224, no face detection, the video's own frame rate",
             lse.LATENTSYNC: "bytedance/LatentSync (a229c39) eval/eval_sync_conf.py: syncnet_python's steps in MP4 "
                             "with the crops' audio in AAC, tracks of more than 50 frames, int(fmean) of the offsets",
+            lse.MOCHABENCH: "congwei1230/MoChaBench (043908d) eval-lipsync/script/syncnet_pipeline.py: syncnet_python's "
+                            "steps with the speech straight from the input, tracks of more than 50 frames, the best "
+                            "track's confidence and distance",
             **{name: v.follows for column in (lm.FID, lm.FVD) for name, v in set_variants(column).items()}}
 
 

@@ -20,6 +20,11 @@ audio at 16 kHz mono 16-bit cut to its frames. Three ways, named in provenance (
       (eval/syncnet_detect.py): the same steps as syncnet_python's, in MP4: the 25 fps re-encoding
       to video.mp4 (ffmpeg's H.264), the crops written by OpenCV as MPEG-4 Part 2 ("mp4v") and
       muxed with their audio re-encoded to AAC; tracks of more than 50 detections (min_track=50).
+  "mochabench": congwei1230/MoChaBench's eval-lipsync/script/syncnet_pipeline.py (043908d), its
+      SyncNetPipeline.inference with the video as its own speech: syncnet_python's AVI steps, but
+      the 16 kHz speech taken straight from the input (not from the re-encoded AVI's MP3), tracks
+      of more than 50 detections, its IoU's 1e-8 and its way of ending a frame's scan, and the
+      crops' audio extracted with aresample=async=1.
 
 The faces: syncnet_python's S3FD (backends/classic/s3fd.py, at its conf 0.9 and scale 0.25) when
 `sfd_face.pth` is in the weights store; else MediaPipe's face detector (BlazeFace, short range,
@@ -46,22 +51,30 @@ from theval_mesh.pure.metrics import lse
 
 BLAZEFACE = "MediaPipe face detection (BlazeFace short-range; syncnet_python uses S3FD)"
 ONE_SHOT = "one shot"
-SYNCNET_PYTHON, IN_PROCESS, WAV2LIP_LRS, LATENTSYNC = lse.PIPELINES
+SYNCNET_PYTHON, IN_PROCESS, WAV2LIP_LRS, LATENTSYNC, MOCHABENCH = lse.PIPELINES
 FFMPEG_TIMEOUT_S = 600
 MIN_CONFIDENCE = 0.5  # MediaPipe's default
 
 
 @dataclass(frozen=True)
 class Conversions:
-    """What differs between syncnet_python's run_pipeline.py and LatentSync's copy of it."""
+    """What differs between syncnet_python's run_pipeline.py and the copies of it that LatentSync
+    and MoChaBench evaluate with."""
     container: str    # of the 25 fps re-encoding and of the crops
     fourcc: str       # OpenCV's codec for the crops
     crop_audio: str   # the codec of the crops' audio when muxed ("copy": the cut PCM)
     min_track: int    # a track needs more detections than this
+    speech_from_input: bool = False  # the 16 kHz speech from the input itself, not the re-encoding
+    crop_audio_args: tuple = ("-async", "1")  # how the evaluation extracts a crop's audio
+    iou_eps: float = 0.0
+    stop_at_mismatch: bool = False  # face_tracks.tracks
 
 
 CONVERSIONS = {SYNCNET_PYTHON: Conversions("avi", "XVID", "copy", ft.MIN_TRACK),
-               LATENTSYNC: Conversions("mp4", "mp4v", "aac", 50)}  # eval_sync_conf.py: min_track=50
+               LATENTSYNC: Conversions("mp4", "mp4v", "aac", 50),  # eval_sync_conf.py: min_track=50
+               MOCHABENCH: Conversions("avi", "XVID", "copy", 50, speech_from_input=True,
+                                       crop_audio_args=("-af", "aresample=async=1"), iou_eps=1e-8,
+                                       stop_at_mismatch=True)}
 
 
 @dataclass
@@ -246,8 +259,11 @@ def _syncnet_python_tracks(path: str, limits: Limits, s3fd=None,
         _ffmpeg(path, "-i", path, "-qscale:v", "2", "-async", "1", "-r", str(lse.FPS), video25)
         _ffmpeg(path, "-i", video25, "-qscale:v", "2", "-threads", "1", "-f", "image2",
                 t / "frames" / "%06d.jpg")
-        _ffmpeg(path, "-i", video25, "-ac", "1", "-vn", "-acodec", "pcm_s16le", "-ar", str(lse.AUDIO_RATE),
-                t / "audio.wav")
+        if way.speech_from_input:  # MoChaBench: its "speech" input resampled (wav's default PCM)
+            _ffmpeg(path, "-i", path, "-ac", "1", "-ar", str(lse.AUDIO_RATE), "-f", "wav", t / "audio.wav")
+        else:
+            _ffmpeg(path, "-i", video25, "-ac", "1", "-vn", "-acodec", "pcm_s16le", "-ar", str(lse.AUDIO_RATE),
+                    t / "audio.wav")
         frames = _jpegs(t / "frames")
         if not frames:
             raise VideoError(path, "ffmpeg wrote no frame at 25 fps")
@@ -257,7 +273,7 @@ def _syncnet_python_tracks(path: str, limits: Limits, s3fd=None,
         # image2 extraction can repeat the last frames (dup), which the shot leaves out.
         boxes = boxes[:_opencv_frame_count(video25)]
         out = []
-        for k, track in enumerate(ft.tracks(boxes, way.min_track)):
+        for k, track in enumerate(ft.tracks(boxes, way.min_track, way.iou_eps, way.stop_at_mismatch)):
             windows = ft.crop_windows(track)
             video = t / f"{k:05d}t.{way.container}"
             writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*way.fourcc), lse.FPS,
@@ -272,7 +288,7 @@ def _syncnet_python_tracks(path: str, limits: Limits, s3fd=None,
             # SyncNetInstance.evaluate's own extraction of the crop
             (t / f"c{k}").mkdir()
             _ffmpeg(path, "-i", muxed, "-threads", "1", "-f", "image2", t / f"c{k}" / "%06d.jpg")
-            _ffmpeg(path, "-i", muxed, "-async", "1", "-ac", "1", "-vn", "-acodec", "pcm_s16le",
+            _ffmpeg(path, "-i", muxed, *way.crop_audio_args, "-ac", "1", "-vn", "-acodec", "pcm_s16le",
                     "-ar", str(lse.AUDIO_RATE), t / f"c{k}.wav")
             crops = np.stack([cv2.imread(str(f)) for f in _jpegs(t / f"c{k}")])
             _, pcm = wavfile.read(t / f"c{k}.wav")

@@ -159,7 +159,9 @@ def evaluate(net: SyncNet, crops_bgr: np.ndarray, pcm16: np.ndarray, vshift: int
 class VideoSync:
     """A video's SyncNet numbers: each face track's, averaged (mean over tracks, as LatentSync's and
     Wav2Lip's evaluation scripts average a video's crops); the offset of the longest track, or
-    with LatentSync's pipeline its eval_sync_conf's int(fmean) of the tracks' offsets."""
+    with LatentSync's pipeline its eval_sync_conf's int(fmean) of the tracks' offsets. MoChaBench
+    keeps the best track's instead: the highest LSE-C, the lowest LSE-D, the offset of the
+    track with that LSE-C."""
     offset: int
     lse_d: float
     lse_c: float
@@ -181,12 +183,16 @@ def video_sync(net: SyncNet, path: str, limits, pipeline: str, s3fd=None) -> Vid
         shortest = face_track.CONVERSIONS.get(pipeline, face_track.CONVERSIONS[face_track.SYNCNET_PYTHON]).min_track
         raise VideoError(path, f"no face track of more than {shortest} frames ({shortest / lse.FPS:.0f} s "
                                f"at 25 fps) with its audio: {pipeline} scores no shorter track")
+    windows = sum(s.windows for s in scored)
+    if pipeline == face_track.MOCHABENCH:  # SyncNetPipeline.inference: max(confs), min(dists)
+        best = max(scored, key=lambda s: s.lse_c)
+        return VideoSync(best.offset, min(s.lse_d for s in scored), best.lse_c, len(scored), windows)
     if pipeline == face_track.LATENTSYNC:  # eval_sync_conf.py: int(fmean(offsets)), fmean(confidences)
         offset = int(fmean(s.offset for s in scored))
     else:
         offset = max(scored, key=lambda s: s.windows).offset
     return VideoSync(offset, float(np.mean([s.lse_d for s in scored])),
-                     float(np.mean([s.lse_c for s in scored])), len(scored), sum(s.windows for s in scored))
+                     float(np.mean([s.lse_c for s in scored])), len(scored), windows)
 
 
 def provenance(store, pipeline: str, s3fd=None) -> str:

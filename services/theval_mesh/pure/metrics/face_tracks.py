@@ -38,18 +38,22 @@ class Track:
     boxes: np.ndarray   # (len(frames), 4) x1, y1, x2, y2, interpolated between detections
 
 
-def iou(a, b) -> float:
-    """Intersection over union as run_pipeline.py's bb_intersection_over_union (no +1 pixel)."""
+def iou(a, b, eps: float = 0.0) -> float:
+    """Intersection over union as run_pipeline.py's bb_intersection_over_union (no +1 pixel; eps
+    added to the union: MoChaBench's 1e-8)."""
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter + eps
     return inter / union if union > 0 else 0.0
 
 
-def tracks(detections: list[list], min_track: int = MIN_TRACK) -> list[Track]:
+def tracks(detections: list[list], min_track: int = MIN_TRACK, iou_eps: float = 0.0,
+           stop_at_mismatch: bool = False) -> list[Track]:
     """detections[f]: the boxes (x1, y1, x2, y2) found in frame f of one shot. The tracks, in the
-    order track_shot finds them (it consumes the detections it assigns)."""
+    order track_shot finds them (it consumes the detections it assigns). stop_at_mismatch: a face
+    near enough in time but not overlapping ends the scan of its frame's faces (MoChaBench's
+    `_track`), where track_shot goes on to the frame's next face."""
     pending = [[(f, tuple(map(float, b))) for b in boxes] for f, boxes in enumerate(detections)]
     found = []
     while True:
@@ -60,9 +64,11 @@ def tracks(detections: list[list], min_track: int = MIN_TRACK) -> list[Track]:
                     track.append(face)
                     faces.remove(face)
                 elif face[0] - track[-1][0] <= NUM_FAILED_DET:
-                    if iou(face[1], track[-1][1]) > IOU:
+                    if iou(face[1], track[-1][1], iou_eps) > IOU:
                         track.append(face)
                         faces.remove(face)
+                    elif stop_at_mismatch:
+                        break
                 else:
                     break
         if not track:

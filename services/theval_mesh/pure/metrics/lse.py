@@ -23,9 +23,10 @@ PAIRWISE_EPS = 1e-6  # torch.nn.functional.pairwise_distance adds eps to the dif
 # How the face tracks' crops and audio are made (backends/classic/face_track.py): syncnet_python's
 # ffmpeg and OpenCV conversions (the published numbers'), the decoded pixels as they are,
 # Wav2Lip's calculate_scores_LRS.py (every frame of the video, whole, resized to 224x224), or
-# LatentSync's eval_sync_conf.py (syncnet_python's steps in MP4 with AAC audio, tracks from 51 frames).
-SYNCNET_PYTHON, IN_PROCESS, WAV2LIP_LRS, LATENTSYNC = PIPELINES = (
-    "syncnet_python", "in-process", "wav2lip-lrs", "latentsync")
+# LatentSync's eval_sync_conf.py (syncnet_python's steps in MP4 with AAC audio, tracks from 51 frames),
+# or MoChaBench's SyncNetPipeline (the speech straight from the input, the best track's values).
+SYNCNET_PYTHON, IN_PROCESS, WAV2LIP_LRS, LATENTSYNC, MOCHABENCH = PIPELINES = (
+    "syncnet_python", "in-process", "wav2lip-lrs", "latentsync", "mochabench")
 
 
 @dataclass(frozen=True)
