@@ -22,8 +22,6 @@ einops), scenedetect 0.5.6.1 and decord, installed into a folder of their own:
         --clips tests/data/parity/clips/{astronaut_de_gt,tom_it_desync}.mp4 --out tests/data/parity/classic
 """
 import argparse
-import csv
-import hashlib
 import os
 import shutil
 import sys
@@ -31,6 +29,8 @@ import tempfile
 from importlib.metadata import version
 from pathlib import Path
 from statistics import fmean
+
+import oracle_files
 
 
 def main():
@@ -53,6 +53,7 @@ def main():
     os.chdir(code)
     sys.path[:0] = [str(code), str(args.extra.resolve())]
 
+    import cv2
     import torch
 
     from eval.eval_sync_conf import syncnet_eval
@@ -74,28 +75,13 @@ def main():
                      "lse_d": repr(fmean(d for _, d, _ in tracks)), "tracks": len(tracks),
                      "track_offsets": " ".join(str(o) for o, _, _ in tracks)})
         print(rows[-1], flush=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "latentsync_lse_oracle.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    sha = {n: hashlib.sha256((args.weights / n).read_bytes()).hexdigest() for n in ("syncnet_v2.model", "sfd_face.pth")}
-    (out_dir / "latentsync_lse_oracle_notes.txt").write_text(
+    oracle_files.write(out_dir, "latentsync_lse_oracle", rows, [
         f"bytedance/LatentSync {args.commit}: eval/eval_sync_conf.py syncnet_eval (and SyncNetEval.evaluate per "
-        f"crop for LSE-D), unmodified, device {device}\n"
-        f"torch {torch.__version__}, opencv {version('opencv-python-headless') if _has('opencv-python-headless') else version('opencv-python')}, "
-        f"scenedetect {version('scenedetect')}, python_speech_features {version('python_speech_features')}, "
-        f"decord {version('decord')}, ffmpeg on PATH\n"
-        + "".join(f"{n} sha256 {s}\n" for n, s in sha.items()))
+        f"crop for LSE-D), unmodified, device {device}",
+        f"torch {torch.__version__}, opencv {cv2.__version__}, scenedetect {version('scenedetect')}, "
+        f"python_speech_features {version('python_speech_features')}, decord {version('decord')}, ffmpeg on PATH",
+        *oracle_files.weights_sha256(args.weights)])
     shutil.rmtree(work)
-
-
-def _has(dist: str) -> bool:
-    try:
-        version(dist)
-        return True
-    except Exception:  # noqa: BLE001 - PackageNotFoundError
-        return False
 
 
 if __name__ == "__main__":

@@ -21,13 +21,13 @@ project's venv, scenedetect 0.5.6.1 and ffmpeg-python in a folder of their own:
         --clips tests/data/parity/clips/{astronaut_de_gt,tom_it_desync}.mp4 --out tests/data/parity/classic
 """
 import argparse
-import csv
-import hashlib
 import shutil
 import sys
 import tempfile
 from importlib.metadata import version
 from pathlib import Path
+
+import oracle_files
 
 
 def main():
@@ -59,18 +59,12 @@ def main():
                      "tracks": len(offsets), "track_offsets": " ".join(map(str, offsets)),
                      "track_lse_c": " ".join(map(repr, confs)), "track_lse_d": " ".join(map(repr, dists))})
         print(rows[-1], flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "mochabench_lse_oracle.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    sha = {n: hashlib.sha256((args.weights / n).read_bytes()).hexdigest() for n in ("syncnet_v2.model", "sfd_face.pth")}
-    (args.out / "mochabench_lse_oracle_notes.txt").write_text(
+    oracle_files.write(args.out, "mochabench_lse_oracle", rows, [
         f"congwei1230/MoChaBench {args.commit}: eval-lipsync/script/syncnet_pipeline.py SyncNetPipeline.inference"
-        f"(video_path=CLIP, audio_path=CLIP), unmodified, device cpu; offset: the track with the best confidence\n"
+        f"(video_path=CLIP, audio_path=CLIP), unmodified, device cpu; offset: the track with the best confidence",
         f"torch {torch.__version__}, scenedetect {version('scenedetect')}, ffmpeg-python {version('ffmpeg-python')}, "
-        f"python_speech_features {version('python_speech_features')}, ffmpeg on PATH\n"
-        + "".join(f"{n} sha256 {s}\n" for n, s in sha.items()))
+        f"python_speech_features {version('python_speech_features')}, ffmpeg on PATH",
+        *oracle_files.weights_sha256(args.weights)])
     shutil.rmtree(work)
 
 

@@ -15,14 +15,14 @@ Usage (Python 3.11 venv with torch, opencv-python, scipy, python_speech_features
 STORE holds `syncnet_v2.model` (`theval weights stand-in --model syncnet --seed 0`).
 """
 import argparse
-import csv
-import hashlib
 import subprocess
 import sys
 import tempfile
 import types
 from importlib.metadata import version
 from pathlib import Path
+
+import oracle_files
 
 
 def main():
@@ -51,11 +51,6 @@ def main():
         rows.append({"clip": clip.stem, "offset": int(offset), "lse_d": repr(float(min_dist)),
                      "lse_c": repr(float(conf))})
         print(rows[-1], flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "wav2lip_lse_oracle.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
     ffmpeg = subprocess.run(["ffmpeg", "-version"], capture_output=True, text=True).stdout.splitlines()[0]
 
     def commit(repo):
@@ -63,9 +58,9 @@ def main():
     notes = [f"Wav2Lip {commit(args.wav2lip_repo)}", f"syncnet_python {commit(args.syncnet_repo)}", ffmpeg,
              *(f"{m} {version(m)}" for m in ("torch", "numpy", "scipy", "opencv-python-headless",
                                               "python_speech_features")),
-             f"weights syncnet_v2.model sha256 {hashlib.sha256((args.weights / 'syncnet_v2.model').read_bytes()).hexdigest()}",
+             *(f"weights {line}" for line in oracle_files.weights_sha256(args.weights, ("syncnet_v2.model",))),
              f"python {sys.version.split()[0]}"]
-    (args.out / "wav2lip_lse_oracle_notes.txt").write_text("\n".join(notes) + "\n")
+    oracle_files.write(args.out, "wav2lip_lse_oracle", rows, notes)
 
 
 if __name__ == "__main__":
