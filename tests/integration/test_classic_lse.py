@@ -101,6 +101,7 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
     assert float(summary_csv["desync"]["FID CI low"]) == row["FID CI low"] and summary_csv["silent"]["FVD CI high"] == ""
     assert "(stand-in:0)" in doc["provenance"]["CSIM"] and "first frame with a face" in doc["provenance"]["CSIM"]
     assert all(0.5 < v["csim"] <= 1.0 for v in doc["videos"])  # the same speakers as their sources
+    assert all(v["csim_drift"] is None for v in doc["videos"])  # 110 frames: one 5 s span, no drift
     assert r"CSIM $\uparrow$" in (out / "classic.tex").read_text()
     assert r"LSE-C $\uparrow$ & LSE-D $\downarrow$ & FVD $\downarrow$ & FID $\downarrow$" in (out / "classic.tex").read_text()
     # --all-variants: the other LSE pipeline and FID variants on the same videos. The re-encodings

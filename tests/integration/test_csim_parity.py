@@ -48,6 +48,10 @@ def test_csim_equals_insightfaces_on_stand_in_weights(net, pair):
     cosines = identity.cosine(emb[1:], emb[0])
     np.testing.assert_allclose(cosines, pair["cosines"], atol=1e-4)
     assert abs(cosines.mean() - pair["csim"]) <= 0.005 * abs(pair["csim"])
+    # identity drift on insightface's cosines and on ours: 16 frames, so spans of 4 frames (0.16 s)
+    drifts = [identity.drift(identity.segment_similarities(c, np.arange(len(cosines)), 25.0, 4 / 25))
+              for c in (cosines, np.array(pair["cosines"]))]
+    assert drifts[0] == pytest.approx(drifts[1], abs=1e-4)
     # the points came from our FaceMesh: it gives them again
     with FaceTracker(SINGLE) as tracker:
         points = tracker.process(source)

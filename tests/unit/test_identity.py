@@ -50,3 +50,18 @@ def test_foreign_weights_are_refused_with_the_file_named(tmp_path):
     torch.save({"conv1.weight": torch.zeros(1)}, tmp_path / "backbone.pth")
     with pytest.raises(WeightsMissing, match="backbone.pth is not ArcFace's iresnet100"):
         arcface.load(tmp_path)
+
+
+def test_identity_drift_is_the_first_spans_csim_minus_the_last():
+    """25 fps, 5 s spans: frames 0-124, 125-249, 250-... A face that fades from 0.9 to 0.6 drifts
+    by the spans' means, frames without a face (left out) do not count, one span has no drift."""
+    frames = np.arange(0, 300)
+    cosines = np.where(frames < 125, 0.9, np.where(frames < 250, 0.8, 0.6))
+    spans = identity.segment_similarities(cosines, frames, fps=25.0)
+    assert spans == pytest.approx([0.9, 0.8, 0.6])
+    assert identity.drift(spans) == pytest.approx(0.3)
+    kept = frames % 2 == 0  # every other frame had a face
+    assert identity.segment_similarities(cosines[kept], frames[kept], 25.0) == pytest.approx([0.9, 0.8, 0.6])
+    assert np.isnan(identity.drift(identity.segment_similarities(cosines[:100], frames[:100], 25.0)))
+    assert identity.segment_similarities(cosines, frames, fps=25.0, segment_s=10.0) == pytest.approx(
+        [(0.9 * 125 + 0.8 * 125) / 250, 0.6])

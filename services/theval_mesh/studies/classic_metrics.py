@@ -46,7 +46,7 @@ def _networks(chosen: dict) -> list[str]:
             for name, columns in NETWORK_COLUMNS.items()]
 # classic.csv column -> summary column, for the per-video metrics
 PER_VIDEO = {"lmd_f": lm.LMD_F, "lmd_m": lm.LMD_M, "psnr": lm.PSNR, "ssim": lm.SSIM,
-             "lse_c": lm.LSE_C, "lse_d": lm.LSE_D, "csim": lm.CSIM}
+             "lse_c": lm.LSE_C, "lse_d": lm.LSE_D, "csim": lm.CSIM, "csim_drift": lm.CSIM_DRIFT}
 
 
 @dataclass
@@ -64,6 +64,7 @@ class ClassicRow:
     lse_c: float = math.nan
     lse_d: float = math.nan
     csim: float = math.nan       # identity: mean cosine of ArcFace embeddings to the source face
+    csim_drift: float = math.nan  # CSIM of the first 5 s minus that of the last 5 s span (identity.drift)
     av_offset: float = math.nan  # SyncNet's, in 25 fps frames (syncnet_python's sign)
     lse_tracks: int = 0          # face tracks behind LSE (their mean)
     lse_reason: str = ""         # why LSE is empty for this video when the others are not
@@ -196,7 +197,7 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
     each, side by side). VideoError for a video that cannot be read or has no face. arcface_net:
     also CSIM, against `source` (an aligned face) or else the GT video's first frame with a face."""
     gen_lm, gt_lm = LandmarkSeries(478), LandmarkSeries(478)  # SINGLE is refined: 478 points
-    psnrs, ssims, faces = [], [], []
+    psnrs, ssims, faces, face_frames = [], [], [], []
     with ExitStack() as stack:
         readers = []
         for path in (video, gt_video):
@@ -217,6 +218,7 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
                 if source is None and gt_points is not None:
                     source = _face(gt, gt_points)  # the GT's first frame with a face
                 faces.append(_face(gen, gen_points))
+                face_frames.append(i)
     if not psnrs:
         raise VideoError(video, "no frame to compare")
     _check_faces(video, gt_video, gen_lm, gt_lm)
@@ -227,7 +229,10 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
         from theval_mesh.backends.classic import arcface
 
         emb = arcface.embeddings(arcface_net, [source, *(f for f in faces if f is not None)])
-        out["csim"] = float(np.mean(identity.cosine(emb[1:], emb[0])))
+        cosines = identity.cosine(emb[1:], emb[0])
+        out["csim"] = float(np.mean(cosines))
+        with_face = [i for i, f in zip(face_frames, faces, strict=True) if f is not None]
+        out["csim_drift"] = identity.drift(identity.segment_similarities(cosines, with_face, readers[0].info.fps))
     return out
 
 

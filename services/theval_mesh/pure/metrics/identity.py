@@ -36,3 +36,22 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosine similarity of each row of a with b (or row by row when both are 2-D of one shape)."""
     a, b = np.atleast_2d(np.asarray(a, float)), np.atleast_2d(np.asarray(b, float))
     return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+# Identity drift: CSIM per consecutive span of the video, the first span's minus the last's.
+DRIFT_SEGMENT_S = 5.0
+
+
+def segment_similarities(cosines: np.ndarray, frames: np.ndarray, fps: float,
+                         segment_s: float = DRIFT_SEGMENT_S) -> list[float]:
+    """The mean cosine of each consecutive segment_s-second span of the video (frame index / fps;
+    spans from 0 s) that has a frame with a face, in order."""
+    cosines, frames = np.asarray(cosines, float), np.asarray(frames)
+    span = np.floor(frames / fps / segment_s).astype(int)
+    return [float(cosines[span == k].mean()) for k in np.unique(span)]
+
+
+def drift(similarities: list[float]) -> float:
+    """The first span's CSIM minus the last's: how much identity a long video loses (> 0) from its
+    start to its end; NaN with fewer than two spans."""
+    return similarities[0] - similarities[-1] if len(similarities) >= 2 else float("nan")
