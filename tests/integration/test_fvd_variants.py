@@ -2,7 +2,8 @@
 JunyaoHu/common_metrics_on_video_quality's `calculate_fvd` (methods styleganv and videogpt), run
 unmodified on the parity clips and STAND-IN I3D files by
 tests/data/parity/reference-env/run_fvd_variants_reference.py, values and features in
-tests/data/parity/classic/fvd_variants_oracle.json. StyleGAN-V's own: test_fid_fvd_parity.py."""
+tests/data/parity/classic/fvd_variants_oracle.json; Wangt-CN/DisCo's FVD-3DInception by
+run_disco_fvd_reference.py, in disco_fvd_oracle.json. StyleGAN-V's own: test_fid_fvd_parity.py."""
 import itertools
 import json
 from pathlib import Path
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 CLIPS = ROOT / "tests" / "data" / "parity" / "clips"
 ORACLE = json.loads((ROOT / "tests" / "data" / "parity" / "classic" / "fvd_variants_oracle.json").read_text())
+DISCO = json.loads((ROOT / "tests" / "data" / "parity" / "classic" / "disco_fvd_oracle.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +30,7 @@ def store(tmp_path_factory):
     path = tmp_path_factory.mktemp("weights")
     marker = stand_in.write(path, ORACLE["stand_in"]["seed"], models=(), classic=["fvd-i3d", "fvd-i3d-videogpt"])
     assert {k: v["values_sha256"] for k, v in marker["files"].items()} == ORACLE["stand_in"]["values_sha256"]
+    assert DISCO["stand_in"]["values_sha256"].items() <= ORACLE["stand_in"]["values_sha256"].items()
     return path
 
 
@@ -40,10 +43,11 @@ def frames(name: str, count: int = 40):
         reader.close()
 
 
-def features(variant: str, net, count: int = 40) -> dict:
-    """{videos1 (GT), videos2 (noisy)}: (4, 400) features, one video per call as classic computes them."""
+def features(variant: str, net, count: int = 40, sets: dict = ORACLE["sets"]) -> dict:
+    """{side: (4, 400) features}, one video per call as classic computes them (ORACLE's sides:
+    videos1 (GT), videos2 (noisy))."""
     return {side: np.concatenate([fvd.VARIANTS[variant].features(net, frames(n, count)) for n in names])
-            for side, names in ORACLE["sets"].items()}
+            for side, names in sets.items()}
 
 
 @pytest.mark.parametrize("variant", ["common-metrics-styleganv", "common-metrics-videogpt"])
@@ -68,6 +72,26 @@ def test_each_common_metrics_method_gives_its_own_codes_features_and_fvd(store, 
     assert v.distance(theirs["videos2"], theirs["videos1"]) == pytest.approx(expected["fvd"], rel=1e-6)
     moved = abs(expected["fvd_one_video_per_call"] / expected["fvd"] - 1)
     assert moved > 0.1 if variant.endswith("videogpt") else moved < 1e-4
+
+
+def test_disco_gives_its_own_codes_features_and_fvd(store):
+    """DisCo's FVD-3DInception on the first 24 frames of 4 speakers (its dataset read losslessly cut
+    copies through ffmpeg; ours decodes the originals): each whole video one clip, resized to 224 by
+    PIL bicubic in float, its InceptionI3d (eps 1e-3, a 1x7x7 final pool) on the same
+    i3d_pretrained_400.pt as the videogpt method. Features and FVD equal to the last digit
+    (measured); the FVD from float32 means, as its fid_from_feats on float32 features."""
+    v = fvd.VARIANTS["disco"]
+    ours = features("disco", v.load(store), 24, DISCO["sets"])
+    theirs = {side: np.array(f) for side, f in DISCO["disco"]["features"].items()}
+    for side, feats in ours.items():
+        assert feats.shape == theirs[side].shape == (4, fvd.FEATURES)
+        assert np.abs(feats - theirs[side]).max() <= 1e-6 * np.abs(theirs[side]).max()
+    assert v.distance(ours["gen"], ours["gt"]) == pytest.approx(DISCO["disco"]["fvd"], rel=1e-9)
+    # its network differs from the videogpt method's copy on the same file: eps and the last pool
+    videogpt = fvd.VARIANTS["common-metrics-videogpt"].load(store)
+    clip = np.stack(list(frames("tom_it_gt.mp4", 16)))
+    assert np.abs(v.features(videogpt, clip) - v.features(v.load(store), clip)).max() > 1e-3
+    assert v.features(v.load(store), clip[:1]).shape == (1, fvd.FEATURES)  # any length has a time step
 
 
 def test_the_styleganv_methods_differ_by_their_covariance_on_square_frames_and_by_their_resize_on_wide_ones(store):
@@ -119,10 +143,10 @@ def test_the_command_names_the_variant_and_computes_every_other(store, tmp_path)
     values = {v: run.variants[("m", "FVD", v)] for v in fvd.VARIANTS}
     assert values["common-metrics-styleganv"] == run.summary[0]["FVD"] > 0
     assert values["stylegan-v"] > 0 and values["stylegan-v"] != pytest.approx(values["common-metrics-styleganv"], rel=1e-3)
-    assert values["common-metrics-videogpt"] > 0
+    assert values["common-metrics-videogpt"] > 0 and values["disco"] > 0
     assert "FVD (stylegan-v)" in run.provenance and "i3d_pretrained_400.pt" in run.provenance["FVD (common-metrics-videogpt)"]
     table = (tmp_path / "out" / "classic_variants.md").read_text()
-    assert "| common-metrics-styleganv (default) | common-metrics-videogpt | stylegan-v |" in table
+    assert "| common-metrics-styleganv (default) | common-metrics-videogpt | disco | stylegan-v |" in table
     with pytest.raises(UsageRefused, match="--fvd-variant 'fvd': one of stylegan-v, common-metrics-styleganv, "
-                                           "common-metrics-videogpt"):
+                                           "common-metrics-videogpt, disco"):
         theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, store=store, fvd_variant="fvd")

@@ -172,3 +172,19 @@ def test_the_variants_table_puts_the_default_first_with_the_spread():
     assert "| model | b (default) | a | spread |" in text
     assert "| m | 12 | 10 | 16.67% |" in text and "| n | 8 | -- | -- |" in text
     assert "- a: repo A 1.0" in text and "### LSE-C" in text and "| m | 6 | spread |" not in text
+
+
+def test_disco_fvd_reads_a_video_only_up_to_its_whole_clip_limit():
+    """DisCo's FVD puts a whole video into the I3D at once: a video longer than the limit gives no
+    row (counted as skipped, as a short one is in the other variants), read no further than that."""
+    low, high = fvd.WHOLE_VIDEO_FRAMES
+    read = []
+
+    def video(n):
+        for i in range(n):
+            read.append(i)
+            yield np.zeros((8, 8, 3), np.uint8)
+
+    assert fvd.VARIANTS["disco"].features(None, video(high + 50)).shape == (0, fvd.FEATURES)
+    assert len(read) == high + 1
+    assert fvd.VARIANTS["disco"].features(None, video(low - 1)).shape == (0, fvd.FEATURES)

@@ -196,15 +196,16 @@ def _torchmetrics(net, batch: np.ndarray) -> np.ndarray:
     return _through_pool3(net, (x - 128) / 128).double().numpy()
 
 
-def pil_bicubic(frame: np.ndarray) -> np.ndarray:
+def pil_bicubic(frame: np.ndarray, size: int = SIZE, clip: bool = True) -> np.ndarray:
     """clean-fid 0.1.35 mode "clean" (resize.py make_resizer("PIL", False, "bicubic", (299, 299))):
     each channel as a float32 PIL image resized bicubic (PIL antialiases), clipped to [0, 255]:
-    (299, 299, 3) float32."""
+    (size, size, 3) float32. clip=False: the older copy in DisCo's tool/metrics/resize.py."""
     from PIL import Image
 
-    channels = [np.asarray(Image.fromarray(frame[:, :, c].astype(np.float32)).resize((SIZE, SIZE), Image.BICUBIC))
-                .clip(0, 255) for c in range(3)]
-    return np.stack(channels, axis=2).astype(np.float32)
+    channels = [np.asarray(Image.fromarray(frame[:, :, c].astype(np.float32)).resize((size, size), Image.BICUBIC))
+                for c in range(3)]
+    out = np.stack(channels, axis=2).astype(np.float32)
+    return out.clip(0, 255) if clip else out
 
 
 def _clean_fid(net, batch: np.ndarray) -> np.ndarray:

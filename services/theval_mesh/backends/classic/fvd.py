@@ -27,6 +27,7 @@ equals the published one.
 Variants (VARIANTS, `theval classic --fvd-variant`): the code papers report "FVD" from, each on the
 same detector file; each proven against its own code (tests/integration/test_fvd_variants.py).
 """
+import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -141,16 +142,22 @@ def shorter_side_crop(video, size: int = 224):
     return video[:, :, top:top + size, left:left + size]
 
 
+def _first_clip(frames: list):
+    """common_metrics' only_final=True input: a video's first 16 frames (T, H, W, 3) uint8, or None
+    when it is shorter."""
+    return next(iter(video_clips(frames, clips_per_video=1)), None)
+
+
 def _common_metrics_styleganv(detector, frames: list) -> np.ndarray:
     """common_metrics_on_video_quality's calculate_fvd(method='styleganv', only_final=True) on a video
     cut to its first 16 frames: the frames in [0, 1] (uint8 / 255, float32), the shorter side to 224
     and the centre crop, (x - 0.5) * 2, the detector with rescale and resize off. One clip a video."""
     import torch
 
-    clips = list(video_clips(frames, clips_per_video=1))
-    if not clips:
+    clip = _first_clip(frames)
+    if clip is None:
         return np.zeros((0, FEATURES))
-    video = (torch.from_numpy(clips[0]).float() / 255.0).permute(3, 0, 1, 2)  # (C, T, H, W) in [0, 1]
+    video = (torch.from_numpy(clip).float() / 255.0).permute(3, 0, 1, 2)  # (C, T, H, W) in [0, 1]
     x = ((shorter_side_crop(video) - 0.5) * 2).contiguous()[None]
     with torch.no_grad():
         return detector(x, rescale=False, resize=False, return_features=True).double().numpy()
@@ -163,14 +170,38 @@ def _common_metrics_videogpt(net, frames: list) -> np.ndarray:
     centre crop, - 0.5, * 2, then the InceptionI3d's logits (i3d_videogpt)."""
     import torch
 
-    clips = list(video_clips(frames, clips_per_video=1))
-    if not clips:
+    clip = _first_clip(frames)
+    if clip is None:
         return np.zeros((0, FEATURES))
-    levels = (torch.from_numpy(clips[0]).float() / 255.0 * 255).numpy().astype(np.uint8)  # (T, H, W, 3)
+    levels = (torch.from_numpy(clip).float() / 255.0 * 255).numpy().astype(np.uint8)  # (T, H, W, 3)
     video = (torch.from_numpy(levels).float() / 255.0).permute(3, 0, 1, 2)  # (C, T, H, W)
     x = ((shorter_side_crop(video) - 0.5) * 2)[None]
     with torch.no_grad():
         return net(x, return_features=True).double().numpy()
+
+
+# DisCo's FVD takes a whole video as one I3D input: its activations grow with its length (about
+# 5 MB a frame at 224 px), so longer videos give no row (counted as skipped, as short ones are).
+WHOLE_VIDEO_FRAMES = (1, 750)
+
+
+def _disco(net, frames: Iterable) -> np.ndarray:
+    """DisCo's FVD-3DInception (tool/metrics/utils.py DatasetFVDVideoResize, metric_center.py
+    compute_3d_video_prediction): every frame resized to 224x224 by its copy of clean-fid's float
+    PIL bicubic (the whole frame, no crop, no clip), / 127.5 - 1, the whole video as one clip into
+    its copy of piergiaj/pytorch-i3d's InceptionI3d (BatchNorm eps 1e-3, a 1x7x7 final pool): its
+    logits averaged over time, one row a video."""
+    import torch
+
+    from theval_mesh.backends.classic.fid import pil_bicubic
+
+    low, high = WHOLE_VIDEO_FRAMES
+    frames = list(itertools.islice(frames, high + 1))  # read no further than the limit
+    if not low <= len(frames) <= high:
+        return np.zeros((0, FEATURES))
+    video = torch.from_numpy(np.stack([pil_bicubic(f, 224, clip=False) for f in frames])) / 127.5 - 1
+    with torch.no_grad():
+        return net(video.permute(3, 0, 1, 2)[None], return_features=True).double().numpy()
 
 
 def frechet_distance_tf_gan(first: np.ndarray, second: np.ndarray, eps: float = 1e-10) -> float:
@@ -204,6 +235,21 @@ def _load_videogpt(store=None):
     from theval_mesh.backends.classic import i3d_videogpt
 
     return i3d_videogpt.load(store)
+
+
+def _load_disco(store=None):
+    from theval_mesh.backends.classic import i3d_videogpt
+
+    return i3d_videogpt.load(store, eps=1e-3, time_pool=1)
+
+
+def _disco_distance(generated: np.ndarray, gt: np.ndarray) -> float:
+    """DisCo's fid_from_feats(generated, gt): its features are float32 and np.mean keeps that (the
+    means' term in float32: 4e-7 relative on the parity clips), np.cov's unbiased covariances in
+    float64, pytorch-fid's frechet_distance (eps on a singular product, ValueError on a large
+    imaginary part)."""
+    g, t = (np.asarray(x, np.float32) for x in (generated, gt))
+    return frechet_distance_stats(g.mean(0), np.cov(g, rowvar=False), t.mean(0), np.cov(t, rowvar=False))
 
 
 def _real_first(distance: Callable) -> Callable:
@@ -247,5 +293,10 @@ VARIANTS = {v.name: v for v in (
                "pytorch-i3d's InceptionI3d logits; unbiased covariance, TF-GAN's SVD square roots in float32",
                _common_metrics_videogpt, ddof=1, distance=_real_first(frechet_distance_tf_gan),
                load=_load_videogpt),
+    FvdVariant("disco", "Wangt-CN/DisCo (c4fa48a) tool/metrics/metric_center.py FVD-3DInception",
+               "fvd-i3d-videogpt", "each whole video as one clip (up to 750 frames), every frame resized to "
+               "224x224 (PIL bicubic in float, no crop), [-1, 1], its InceptionI3d's logits (BatchNorm eps 1e-3, a "
+               "1x7x7 final pool) averaged over time: one row a video; unbiased covariance, pytorch-fid's "
+               "distance", _disco, ddof=1, distance=_disco_distance, load=_load_disco),
 )}
 DEFAULT_VARIANT = "stylegan-v"

@@ -89,10 +89,13 @@ class Mixed(nn.Module):
 
 
 class I3D(nn.Module):
-    """eps: the BatchNorm's (1e-3 as TensorFlow's I3D; piergiaj/pytorch-i3d's InceptionI3d has 1e-5)."""
+    """eps: the BatchNorm's (1e-3 as TensorFlow's I3D; the copy of piergiaj/pytorch-i3d's InceptionI3d
+    in common_metrics_on_video_quality has 1e-5). time_pool: the final average pool's time extent
+    (2 as the original; DisCo's copy pools 1x7x7, so that any length has a time step left)."""
 
-    def __init__(self, eps: float = 1e-3):
+    def __init__(self, eps: float = 1e-3, time_pool: int = 2):
         super().__init__()
+        self.time_pool = time_pool
         self.Conv3d_1a_7x7 = Unit(3, 64, (7, 7, 7), (2, 2, 2), eps=eps)
         self.MaxPool3d_2a_3x3 = MaxPoolSame((1, 3, 3), (1, 2, 2))
         self.Conv3d_2b_1x1 = Unit(64, 64, eps=eps)
@@ -120,7 +123,7 @@ class I3D(nn.Module):
         x = self.MaxPool3d_4a_3x3(self.Mixed_3c(self.Mixed_3b(x)))
         x = self.Mixed_4f(self.Mixed_4e(self.Mixed_4d(self.Mixed_4c(self.Mixed_4b(x)))))
         x = self.Mixed_5c(self.Mixed_5b(self.MaxPool3d_5a_2x2(x)))
-        x = torch._C._nn.avg_pool3d(x, [2, 7, 7], [1, 1, 1])  # VALID, as the original
+        x = torch._C._nn.avg_pool3d(x, [self.time_pool, 7, 7], [1, 1, 1])  # VALID, as the original
         logits = self.logits(x).mean(dim=[2, 3, 4])  # (B, 400): the spatial 1x1 and time averaged
         return logits if return_features else torch.softmax(logits, 1)
 

@@ -24,9 +24,11 @@ def stand_in_state(seed: int) -> dict:
     return {their_key(k): v for k, v in i3d.stand_in_state(seed).items()}
 
 
-def load(store=None):
-    """Our I3D with the InceptionI3d's eps and the store's state dict (strict), in eval mode."""
+def load(store=None, eps: float = EPS, time_pool: int = 2):
+    """Our I3D with the store's state dict (strict), in eval mode, as a copy of the InceptionI3d
+    builds it: DisCo's (fvd.VARIANTS['disco']) keeps piergiaj/pytorch-i3d's own BatchNorm eps 1e-3
+    and pools 1x7x7 at the end."""
     state = networks.load(NAME, store)
-    net = i3d.I3D(eps=EPS)
+    net = i3d.I3D(eps=eps, time_pool=time_pool)
     net.load_state_dict({k.replace(".conv3d.", ".conv."): v for k, v in state.items()}, strict=True)
     return net.eval()
