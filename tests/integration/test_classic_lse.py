@@ -59,11 +59,12 @@ def test_the_api_computes_lse_and_leaves_only_lse_empty_where_it_cannot(folders)
 def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_ins(folders, capsys):
     out = folders / "out"
     assert cli(["classic", "--gt", str(folders / "gt"), "--generated", str(folders / "desync"), str(folders / "silent"),
-                "--store", str(folders / "all-store"), "--out", str(out), "--no-progress", "--all-variants"]) == 0
+                "--store", str(folders / "all-store"), "--out", str(out), "--no-progress", "--all-variants",
+                "--fid-frames", "count:22"]) == 0  # 22 of each video's 110 frames: FID's Inception is most of the cost
     printed = capsys.readouterr().out
     assert "WARNING: computed with STAND-IN weights" in printed and "pipeline syncnet_python" in printed
     # FID and FVD: one value per model, with the sample sizes behind it
-    assert "desync: FID over 220 generated vs 220 GT frames (2 vs 2 videos)" in printed
+    assert "desync: FID over 44 generated vs 44 GT frames (2 vs 2 videos)" in printed
     assert "desync: FVD over 12 generated vs 12 GT 16-frame clips" in printed
     doc = json.loads((out / "classic.json").read_text())
     assert doc["notes"][0].startswith("WARNING") and doc["summary"][0]["n:LSE-C"] == 2
@@ -73,6 +74,7 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
                                                            "FVD variant common-metrics-videogpt: "))] == []
     assert any("i3d_pretrained_400.pt not in the weights store" in s for s in doc["skipped"])
     assert "(stand-in:0)" in doc["provenance"]["FID"] and "(stand-in:0)" in doc["provenance"]["FVD"]
+    assert "frames of each video: count:22" in doc["provenance"]["FID"]
     # their intervals: a bootstrap over the 2 video pairs, each resample's distance computed anew.
     # A resample repeats videos, so it has fewer distinct frames: FID and FVD, biased upward with
     # few samples, sit higher on it, and with 2 videos the interval lies above the point estimate.
@@ -80,7 +82,7 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
     for column in ("FID", "FVD"):
         assert 0 < row[f"{column} CI low"] < row[f"{column} CI high"], column
         assert row[f"{column} CI high"] > row[column], column
-    assert "FID over 220 generated vs 220 GT frames (2 vs 2 videos); biased with few samples: compare values of " \
+    assert "FID over 44 generated vs 44 GT frames (2 vs 2 videos); biased with few samples: compare values of " \
            "equal sample sizes only; its interval: [" in printed
     assert "95% bootstrap over the 2 video pairs, 1000 resamples (over videos; it does not correct the bias)" in printed
     tex = (out / "classic.tex").read_text()
@@ -89,7 +91,7 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
     # (its video is its GT's, the audio dropped: both distances 0 up to rounding)
     assert one["Model"] == "silent" and one["FID"] == pytest.approx(0, abs=1e-5) and one["FVD"] == pytest.approx(0, abs=1e-5)
     assert one["FID CI low"] is one["FID CI high"] is one["FVD CI low"] is one["FVD CI high"] is None
-    assert "silent: FID over 110 generated vs 110 GT frames (1 vs 1 videos); biased with few samples: compare values " \
+    assert "silent: FID over 22 generated vs 22 GT frames (1 vs 1 videos); biased with few samples: compare values " \
            "of equal sample sizes only; no interval (fewer than 2 video pairs with frames)" in printed
     assert {(s["model"], s["metric"]): s["resamples"] for s in doc["sets"]} == {
         ("desync", "FID"): 1000, ("desync", "FVD"): 1000, ("silent", "FID"): 0, ("silent", "FVD"): 0}
