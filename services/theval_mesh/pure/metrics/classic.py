@@ -83,6 +83,17 @@ def gaussian_stats(features: np.ndarray, ddof: int = 1) -> tuple[np.ndarray, np.
     return x.mean(0), np.atleast_2d(np.cov(x, rowvar=False, ddof=ddof))
 
 
+def feature_stats_moments(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and biased covariance as StyleGAN-V's FeatureStats.get_mean_cov computes them (cd-fvd
+    keeps its copy): the float32 rows summed in float64, mean = sum x / N, covariance = sum x x^T / N
+    - mean mean^T (raw moments: gaussian_stats(ddof=0) centres first, equal to rounding)."""
+    x = np.asarray(features, np.float32).astype(np.float64)
+    if x.ndim != 2 or len(x) < 1:
+        raise ValueError(f"need a (N, D) feature array with N > 0, got shape {x.shape}")
+    mean = x.sum(0) / len(x)
+    return mean, x.T @ x / len(x) - np.outer(mean, mean)
+
+
 FRAME_SAMPLINGS = ("all", "every:K", "count:N", "first:N")  # FID's frames of each video
 
 
