@@ -131,7 +131,8 @@ def _stylegan_v(detector, frames: list) -> np.ndarray:
 def shorter_side_crop(video, size: int = 224, antialias: bool = False):
     """common_metrics_on_video_quality's preprocess_single on a (C, T, H, W) float video: the
     shorter side scaled to `size` (the other to ceil), bilinear per frame, then the centre crop.
-    antialias: cd-fvd's data_utils.preprocess, the same steps with an antialiased bilinear."""
+    antialias: cd-fvd's data_utils.preprocess, the same steps with an antialiased bilinear on its
+    (T, C, H, W) clip (only the last two axes are resized, so either order works)."""
     import torch.nn.functional as F
 
     _, _, h, w = video.shape
