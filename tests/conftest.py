@@ -172,16 +172,40 @@ def figure(record_property):
 FIGURES: list[str] = []
 
 
+def _cpu_seconds() -> float:
+    """CPU this process and its waited-for children (servers stopped, commands run) have used."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+_CPU_MARK = [0.0]
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _CPU_MARK[0] = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report carries the CPU seconds it used (xdist sends it to the controller): on
+    two busy cores a test's wall time says little about what it costs the run."""
+    outcome = yield
+    now = _cpu_seconds()
+    outcome.get_result().cpu_s = round(now - _CPU_MARK[0], 2)
+    _CPU_MARK[0] = now
+
+
 def pytest_runtest_logreport(report):
-    """Collects the figures; THEVAL_TEST_TIMES=FILE also appends each test phase's seconds as it
-    ends, so that a run stopped by a time limit still shows where its time went."""
+    """Collects the figures; THEVAL_TEST_TIMES=FILE also appends each test phase's wall and CPU
+    seconds as it ends, so that a run stopped by a time limit still shows where its time went."""
     if is_xdist_worker():
         return  # the controller gets the same report
     FIGURES.extend(value for name, value in report.user_properties if name == "figure")
     path = os.environ.get("THEVAL_TEST_TIMES")
     if path and (report.duration >= 0.5 or report.failed):
         with open(path, "a") as out:
-            out.write(f"{report.duration:9.2f} {report.when:8} {report.outcome:7} {report.nodeid}\n")
+            out.write(f"{report.duration:9.2f} {getattr(report, 'cpu_s', float('nan')):9.2f} {report.when:8} "
+                      f"{report.outcome:7} {report.nodeid}\n")
 
 
 def pytest_terminal_summary(terminalreporter):
