@@ -392,16 +392,20 @@ def start_ray(address: str | None, workers: int):
                      logging_level="ERROR", log_to_driver=False, object_store_memory=128 << 20)
             return
         except Exception as err:  # Ray raises a bare Exception for a node that did not come up
-            if "timed out during startup" not in str(err) or attempt == LOCAL_START_ATTEMPTS:
+            if not any(sign in str(err) for sign in STARTUP_TIMEOUTS):
                 raise
-            _stop_half_started_ray(started_before)
-            print(f"warning: the local Ray did not come up within Ray's own 30 s (a busy machine?); starting it "
-                  f"again (attempt {attempt + 1} of {LOCAL_START_ATTEMPTS})", file=sys.stderr)
+            _stop_half_started_ray(started_before)  # also after the last attempt: nothing left running
+            if attempt == LOCAL_START_ATTEMPTS:
+                raise
+            print(f"warning: the local Ray did not come up within Ray's own time limits (a busy machine?); "
+                  f"starting it again (attempt {attempt + 1} of {LOCAL_START_ATTEMPTS})", file=sys.stderr)
 
 
-# Ray waits a fixed 30 s for its new node to register (ray/_private/node.py); a busy 2-core machine
-# missed that once in CI. Started again, it comes up.
-LOCAL_START_ATTEMPTS = 2
+# Ray waits fixed times for its new node to register (30 s, ray/_private/node.py) and for its GCS
+# to write its port file; a busy 2-core machine missed each of them once in CI. Started again, it
+# comes up.
+LOCAL_START_ATTEMPTS = 3
+STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
 RAY_PROCESSES = ("gcs_server", "raylet", "/ray/")  # in the command lines of the processes a local Ray starts
 
 
