@@ -210,10 +210,11 @@ def driver_peak_rss_kb(source, tmp_path, n) -> int:
 
 
 def test_the_orchestrator_memory_stays_flat_with_the_job_size(source, tmp_path):
-    """Ten times the videos, not ten times the driver's memory (200 clips: about 0.3 s each here)."""
+    """Ten times the videos, not ten times the driver's memory (every 10th frame: about 0.15 s a clip)."""
     small, large = driver_peak_rss_kb(source, tmp_path, 20), driver_peak_rss_kb(source, tmp_path, 200)
     print(f"driver peak RSS: 20 clips {small / 1024:.0f} MB, 200 clips {large / 1024:.0f} MB")
-    assert large <= 1.5 * small, (small, large)
+    # measured 276 and 277 MB: 64 MB more would be 360 kB kept per extra clip
+    assert large <= small + 64 * 1024, (small, large)
 
 
 def test_a_job_runs_on_an_existing_ray_cluster_and_leaves_it_running(source, tmp_path):
