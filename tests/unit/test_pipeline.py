@@ -441,3 +441,24 @@ def test_an_embedded_video_announces_its_frames_before_the_first(store, tmp_path
     assert job.state == "done"
     assert calls[0] == (0, 30)
     assert [t for _, t in calls[1:]] == [None] * (len(calls) - 1) and sum(n for n, _ in calls) == 30
+
+
+def test_a_killed_process_counts_as_gone_once_it_is_a_zombie_and_not_before():
+    """What the clean-up of a failed Ray start waits on: a live process runs; once killed it runs
+    no more, even while it is an unreaped zombie whose /proc entry is still there."""
+    import signal
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert pipeline._running(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while pipeline._running(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not pipeline._running(child.pid)
+        assert os.path.exists(f"/proc/{child.pid}")  # not reaped yet: a zombie
+    finally:
+        child.kill()
+        child.wait()
+    assert not pipeline._running(child.pid)

@@ -432,12 +432,31 @@ def _stop_half_started_ray(started_before: set):
     """Kill what a failed ray.init left running: Ray's processes this process started since."""
     import signal
 
+    killed = []
     for pid, command in _descendants().items():
         if pid not in started_before and any(name in command for name in RAY_PROCESSES):
             try:
                 os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
             except ProcessLookupError:
                 pass
+    # kill() returns before the process is gone: on a busy machine a killed GCS still ran (and
+    # showed its command line) a moment later (seen in CI). Wait until each has exited.
+    deadline = time.monotonic() + KILL_WAIT_S
+    while any(_running(pid) for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+KILL_WAIT_S = 10.0
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs: not gone and not a zombie (exited, waiting for its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 CONNECT_ATTEMPTS = 3
