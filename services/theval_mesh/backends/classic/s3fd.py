@@ -42,16 +42,22 @@ class L2Norm(nn.Module):
 
 
 class S3FDNet(nn.Module):
-    def __init__(self):
+    """face_alignment=True: the variant of face-alignment 3750f83 (detection/sfd/net_s3fd.py): fc6
+    a plain 3x3 conv of padding 3 (not dilated 6: its maps are 4 cells wider than the stride says)
+    and a floor third pool. The tensors are the same; their names differ (backends/classic/s3fd_fa.py)."""
+
+    def __init__(self, face_alignment: bool = False):
         super().__init__()
         layers, cin = [], 3
         for v in _VGG:
             if v in ("M", "C"):
-                layers.append(nn.MaxPool2d(2, 2, ceil_mode=v == "C"))
+                layers.append(nn.MaxPool2d(2, 2, ceil_mode=v == "C" and not face_alignment))
             else:
                 layers += [nn.Conv2d(cin, v, 3, 1, padding=1), nn.ReLU(inplace=True)]
                 cin = v
-        layers += [nn.Conv2d(512, 1024, 3, 1, padding=6, dilation=6), nn.ReLU(inplace=True),
+        fc6 = nn.Conv2d(512, 1024, 3, 1, padding=3) if face_alignment else \
+            nn.Conv2d(512, 1024, 3, 1, padding=6, dilation=6)
+        layers += [fc6, nn.ReLU(inplace=True),
                    nn.Conv2d(1024, 1024, 1, 1), nn.ReLU(inplace=True)]
         self.vgg = nn.ModuleList(layers)
         for name, (channels, scale) in L2NORM_SCALES.items():
@@ -91,11 +97,12 @@ class S3FDNet(nn.Module):
         return torch.cat(locs), face, maps
 
 
-def load_state(net: S3FDNet, state: dict, path) -> S3FDNet:
+def load_state(net: S3FDNet, state: dict, path, what: str = "LSE-C/LSE-D face detection",
+               file: str = "sfd_face.pth") -> S3FDNet:
     try:
         net.load_state_dict({k: torch.as_tensor(v) for k, v in state.items()}, strict=True)
     except RuntimeError as err:
-        raise WeightsMissing(f"LSE-C/LSE-D face detection: {path} is not S3FD's sfd_face.pth "
+        raise WeightsMissing(f"{what}: {path} is not S3FD's {file} "
                              f"({str(err).splitlines()[0]})") from None
     return net.eval()
 
@@ -165,3 +172,4 @@ def stand_in_state(seed: int) -> dict:
         shrink = np.log(STAND_IN_SIDE) / sb.VARIANCE[1] if k == coarsest else 0.0
         state[f"loc.{k}.bias"] = np.array([0.0, 0.0, shrink, shrink], np.float32)
     return state
+

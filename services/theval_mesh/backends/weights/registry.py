@@ -185,6 +185,12 @@ CLASSIC_MODELS = {m.name: m for m in (
     ClassicModel("fvd-i3d-videogpt", "FVD I3D (pytorch-i3d)", "FVD (common-metrics-videogpt, disco, cd-fvd-i3d)", (WeightFile(
         "i3d_pretrained_400.pt", "https://onedrive.live.com/download?cid=78EEF3EB6AE7DBCB&resid=78EEF3EB6AE7DBCB"
         "%21199&authkey=AApKdFHPXzWLNyI", None, "main"),)),
+    # 1adrianb/face-alignment at 3750f83, the version AliaksandrSiarohin/pose-evaluation pins for
+    # AKD: FAN's 68 landmarks (api.py:70-88) and its S3FD face detector (sfd_detector.py:25-39)
+    ClassicModel("fan-2d", "FAN 2D (face-alignment)", "AKD", (WeightFile(
+        "2DFAN-4.pth.tar", "https://www.adrianbulat.com/downloads/python-fan/2DFAN-4.pth.tar", None, "main"),)),
+    ClassicModel("s3fd-fa", "S3FD (face-alignment)", "AKD face detection", (WeightFile(
+        "s3fd_convert.pth", "https://www.adrianbulat.com/downloads/python-fan/s3fd_convert.pth", None, "main"),)),
 )}
 
 

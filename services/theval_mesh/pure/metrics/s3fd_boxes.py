@@ -135,3 +135,46 @@ def frame_boxes(detections: list[np.ndarray], w: int, h: int, conf_th: float) ->
             rows.append(np.concatenate([row[1:] * scale, row[:1]]).astype(np.float64))
     bboxes = np.array(rows, np.float64).reshape(-1, 5)
     return bboxes[nms_final(bboxes)]
+
+
+# ---------------------------------------------------------------- face-alignment's detect (AKD)
+# face-alignment 3750f83 (detection/sfd/detect.py:19-56, bbox.py:44-64) reads the same six maps its
+# own way: priors in the input's pixels, centred at stride/2 + cell * stride with side 4 * stride
+# (stride 2**(level+2) whatever the map's real stride: its fc6 map is wider), every cell above
+# 0.05 decoded, one NMS at 0.3 with +1-pixel areas over all of them, in float32.
+def fa_priors(maps: list[tuple[int, int]]) -> np.ndarray:
+    """(N, 4) float32 cx, cy, w, h in input pixels, level by level, row-major within a level."""
+    rows = []
+    for level, (fh, fw) in enumerate(maps):
+        stride = 2 ** (level + 2)
+        for i, j in product(range(fh), range(fw)):
+            rows.append((stride / 2 + j * stride, stride / 2 + i * stride, stride * 4, stride * 4))
+    return np.array(rows, np.float32).reshape(-1, 4)
+
+
+def fa_detect(loc, face, maps) -> np.ndarray:
+    """(k, 5) float32 x1, y1, x2, y2, score of every cell whose face probability exceeds 0.05, in
+    the network's order; one row of zeros when none does (as theirs)."""
+    face = np.asarray(face, np.float32)
+    mask = face > CONF_FLOOR
+    if not mask.any():
+        return np.zeros((1, 5))
+    boxes = decode(np.asarray(loc, np.float32)[mask], fa_priors(maps)[mask])
+    return np.concatenate([boxes, face[mask, None]], axis=1)
+
+
+def fa_nms(dets: np.ndarray, thresh: float) -> np.ndarray:
+    """bbox.nms: indices kept, best first (numpy's default argsort, as theirs), areas and overlaps
+    with +1 pixel, in the detections' dtype."""
+    x1, y1, x2, y2, scores = (dets[:, k] for k in range(5))
+    areas = (x2 - x1 + 1) * (y2 - y1 + 1)
+    order = scores.argsort()[::-1]
+    keep = []
+    while order.size > 0:
+        i = order[0]
+        keep.append(int(i))
+        w = np.maximum(0.0, np.minimum(x2[i], x2[order[1:]]) - np.maximum(x1[i], x1[order[1:]]) + 1)
+        h = np.maximum(0.0, np.minimum(y2[i], y2[order[1:]]) - np.maximum(y1[i], y1[order[1:]]) + 1)
+        ovr = w * h / (areas[i] + areas[order[1:]] - w * h)
+        order = order[np.where(ovr <= thresh)[0] + 1]
+    return np.array(keep, np.int64)
