@@ -23,10 +23,20 @@ ORACLE = json.loads((PARITY_DIR / "classic" / "akd_oracle.json").read_text())
 
 
 @pytest.fixture(scope="module")
-def face_alignment(tmp_path_factory):
+def store(tmp_path_factory):
     store = tmp_path_factory.mktemp("fan-stand-in")
     stand_in.write(store, 0, models=(), classic=["fan-2d", "s3fd-fa"])
+    return store
+
+
+@pytest.fixture(scope="module")
+def face_alignment(store):
     return fan.FaceAlignment(store)
+
+
+def _first(face_alignment, rgb):
+    found = face_alignment.get_landmarks(rgb, first_only=True)
+    return None if found is None else found[0]
 
 
 def _landmarks(face_alignment, name: str) -> list:
@@ -55,3 +65,42 @@ def test_landmarks_and_akd_equal_pose_evaluations_own(face_alignment):
         pairs.append(akd.keypoint_distances(ours["gt"], ours["generated"]))
     assert sum(len(p.distances) for p in pairs) > 0
     assert akd.akd(pairs) == pytest.approx(ORACLE["akd"], rel=1e-12)
+
+
+def test_the_classic_command_gives_each_pairs_akd_and_weighs_a_models_frames_not_its_videos(store, face_alignment,
+                                                                                           tmp_path):
+    """`classic()` with FAN's stand-ins in the store: each pair's AKD is that of the proven
+    landmarks on the same decoded frames, and the model's is over all frames (pose-evaluation's),
+    here unlike the mean of its two videos (6 and 3 frames). Without the weights, AKD is empty and
+    says which file it needs."""
+    import theval_mesh
+    from tests.support.video_files import write_video
+
+    frames = {"astronaut_de": 6, "tom_it": 3}
+    for side, suffix in (("gt", "gt"), ("m", "noisy")):
+        (tmp_path / side).mkdir()
+        for speaker, n in frames.items():
+            source = "tom_it_static_head" if (speaker, side) == ("tom_it", "m") else f"{speaker}_{suffix}"
+            images = [cv2.resize(rgb, (256, 256), interpolation=cv2.INTER_AREA)
+                      for i, rgb in MediaReader(clip(source)).frames() if i < n]
+            write_video(tmp_path / side / f"{speaker}.mp4", images)
+    run = theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, store=store)
+    rows = {r.video.split("/")[-1][:-4]: r for r in run.rows}
+    for speaker, n in frames.items():
+        row = rows[speaker]
+        decoded = {side: [rgb for _, rgb in MediaReader(tmp_path / side / f"{speaker}.mp4").frames()]
+                   for side in ("gt", "m")}
+        pair = akd.keypoint_distances([_first(face_alignment, f) for f in decoded["gt"]],
+                                      [_first(face_alignment, f) for f in decoded["m"]])
+        assert row.akd_frames == n == len(pair.distances)
+        assert row.akd == pytest.approx(pair.distances.mean(), rel=1e-12)
+    summary = run.summary[0]
+    weighted = (rows["astronaut_de"].akd * 6 + rows["tom_it"].akd * 3) / 9
+    assert summary["AKD"] == pytest.approx(weighted, rel=1e-12)
+    assert summary["AKD"] != pytest.approx((rows["astronaut_de"].akd + rows["tom_it"].akd) / 2, rel=1e-6)
+    assert summary["n:AKD"] == 2 and summary["AKD CI low"] <= summary["AKD"] <= summary["AKD CI high"]
+    assert "cmp_kp.py" in run.provenance["AKD"] and "(stand-in:0)" in run.provenance["AKD"]
+    (tmp_path / "empty-store").mkdir()
+    bare = theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, store=tmp_path / "empty-store")
+    assert np.isnan(bare.summary[0]["AKD"])
+    assert any("2DFAN-4.pth.tar not in the weights store" in s for s in bare.skipped)

@@ -68,3 +68,14 @@ def test_face_alignments_priors_assume_the_nominal_stride_and_its_nms_keeps_the_
     dets = np.array([[0, 0, 9, 9, 0.6], [1, 1, 10, 10, 0.9], [50, 50, 60, 60, 0.7]], np.float32)
     assert sb.fa_nms(dets, 0.3).tolist() == [1, 2]
     assert sb.fa_detect(np.zeros((2, 4)), np.array([0.01, 0.02]), [(1, 2)]).tolist() == [[0.0] * 5]
+
+
+def test_a_models_akd_from_each_pairs_mean_and_frames_is_the_mean_over_all_frames_on_every_resample():
+    p = np.zeros((68, 2))
+    pairs = [akd.keypoint_distances([p] * 3, [p + 1, p + 2, p + 3]), akd.keypoint_distances([p], [p + 8]),
+             akd.keypoint_distances([p], [None])]  # no frame: weighs nothing
+    value, weighted = akd.frame_weighted([x.distances.mean() if len(x.distances) else np.nan for x in pairs],
+                                         [len(x.distances) for x in pairs])
+    assert value == pytest.approx(akd.akd(pairs)) == pytest.approx(14 / 4)
+    assert weighted(np.array([2, 0, 1])) == pytest.approx(2.0)  # the first pair twice: its frames twice
+    assert weighted(np.array([0, 1, 0])) == pytest.approx(8.0) and np.isnan(weighted(np.array([0, 0, 3])))

@@ -2,7 +2,8 @@
 
 Generated and GT videos are paired by file name. Per pair: LMD-F / LMD-M (FaceMesh, one tracking
 pass per video as the project's single pass) and PSNR / SSIM, frames paired by index up to the
-shorter video. LSE-C/LSE-D and the AV offset per generated video with SyncNet
+shorter video; AKD (face-alignment's landmarks, backends/classic/fan.py) when FAN's weights are in
+the store. LSE-C/LSE-D and the AV offset per generated video with SyncNet
 (backends/classic/syncnet.py: syncnet_python's face tracks, crops and offset search) when its
 weights are in the store. FID and FVD need network weights (backends/classic): NaN, with the
 reason shown once. The math is in pure/metrics/classic.py and pure/metrics/lse.py.
@@ -29,15 +30,15 @@ from theval_mesh.outputs.whole_files import write_text
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UsageRefused, UserError, VideoError, WeightsMissing
 from theval_mesh.pure.limits import Limits
+from theval_mesh.pure.metrics import akd, identity, lse
 from theval_mesh.pure.metrics import classic as lm
-from theval_mesh.pure.metrics import identity, lse
 from theval_mesh.pure.scoring import uncertainty
 from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX
 
 OK, FAILED = "ok", "failed"
 # Network -> the summary columns it would fill (FID's and FVD's network is their variant's: set_variants).
 NETWORK_COLUMNS = {"syncnet": (lm.LSE_C, lm.LSE_D), "fid-inception": (lm.FID,), "fvd-i3d": (lm.FVD,),
-                   "arcface": (lm.CSIM,)}
+                   "arcface": (lm.CSIM,), "fan-2d": (lm.AKD,)}
 
 
 def _networks(chosen: dict) -> list[str]:
@@ -46,7 +47,7 @@ def _networks(chosen: dict) -> list[str]:
             for name, columns in NETWORK_COLUMNS.items()]
 # classic.csv column -> summary column, for the per-video metrics
 PER_VIDEO = {"lmd_f": lm.LMD_F, "lmd_m": lm.LMD_M, "psnr": lm.PSNR, "ssim": lm.SSIM,
-             "lse_c": lm.LSE_C, "lse_d": lm.LSE_D, "csim": lm.CSIM, "csim_drift": lm.CSIM_DRIFT}
+             "lse_c": lm.LSE_C, "lse_d": lm.LSE_D, "csim": lm.CSIM, "csim_drift": lm.CSIM_DRIFT, "akd": lm.AKD}
 
 
 @dataclass
@@ -65,6 +66,8 @@ class ClassicRow:
     lse_d: float = math.nan
     csim: float = math.nan       # identity: mean cosine of ArcFace embeddings to the source face
     csim_drift: float = math.nan  # CSIM of the first 5 s minus that of the last 5 s span (identity.drift)
+    akd: float = math.nan        # face-alignment's 68 points against the GT's (pure/metrics/akd.py)
+    akd_frames: int = 0          # frames behind AKD: both faces found (the model's AKD weighs them)
     av_offset: float = math.nan  # SyncNet's, in 25 fps frames (syncnet_python's sign)
     lse_tracks: int = 0          # face tracks behind LSE (their mean)
     lse_reason: str = ""         # why LSE is empty for this video when the others are not
@@ -191,13 +194,20 @@ def source_face(path) -> np.ndarray:
     return face
 
 
+def _first_face(face_alignment, rgb: np.ndarray) -> np.ndarray | None:
+    found = face_alignment.get_landmarks(rgb, first_only=True)
+    return None if found is None else found[0]
+
+
 def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=None,
-            source: np.ndarray | None = None) -> dict:
+            source: np.ndarray | None = None, face_alignment=None) -> dict:
     """The per-video classic metrics of one generated video against its GT video (decoded once
     each, side by side). VideoError for a video that cannot be read or has no face. arcface_net:
-    also CSIM, against `source` (an aligned face) or else the GT video's first frame with a face."""
+    also CSIM, against `source` (an aligned face) or else the GT video's first frame with a face.
+    face_alignment (backends/classic/fan.FaceAlignment): also AKD, on the generated frames at the
+    GT's size (pose-evaluation compares frames of one size)."""
     gen_lm, gt_lm = LandmarkSeries(478), LandmarkSeries(478)  # SINGLE is refined: 478 points
-    psnrs, ssims, faces, face_frames = [], [], [], []
+    psnrs, ssims, faces, face_frames, gen_kp, gt_kp = [], [], [], [], [], []
     with ExitStack() as stack:
         readers = []
         for path in (video, gt_video):
@@ -219,6 +229,9 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
                     source = _face(gt, gt_points)  # the GT's first frame with a face
                 faces.append(_face(gen, gen_points))
                 face_frames.append(i)
+            if face_alignment is not None:
+                gen_kp.append(_first_face(face_alignment, resized))
+                gt_kp.append(_first_face(face_alignment, gt))
     if not psnrs:
         raise VideoError(video, "no frame to compare")
     _check_faces(video, gt_video, gen_lm, gt_lm)
@@ -233,6 +246,10 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
         out["csim"] = float(np.mean(cosines))
         with_face = [i for i, f in zip(face_frames, faces, strict=True) if f is not None]
         out["csim_drift"] = identity.drift(identity.segment_similarities(cosines, with_face, readers[0].info.fps))
+    if face_alignment is not None:
+        distances = akd.keypoint_distances(gt_kp, gen_kp).distances
+        out["akd"] = float(distances.mean()) if len(distances) else math.nan
+        out["akd_frames"] = len(distances)
     return out
 
 
@@ -253,7 +270,14 @@ def summarize(rows: list[ClassicRow], models: list[str], network_values: dict | 
             values[column] = [value]
             if (model, column) in (network_intervals or {}):
                 intervals[column] = network_intervals[(model, column)]
-        out.append(lm.summary_row(model, values, intervals))
+        row = lm.summary_row(model, values, intervals)
+        # AKD weighs frames, not videos (pose-evaluation's mean over every frame), its interval a
+        # bootstrap over the video pairs; the count stays that of videos
+        with_frames = [r for r in done if r.akd_frames]
+        if with_frames:
+            row[lm.AKD], weighted = akd.frame_weighted([r.akd for r in with_frames], [r.akd_frames for r in with_frames])
+            row[lm.AKD + CI_LOW], row[lm.AKD + CI_HIGH] = uncertainty.set_interval(weighted, len(with_frames))
+        out.append(row)
     return out
 
 
@@ -302,11 +326,20 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
             source = source_face(source_image) if source_image else None
         except WeightsMissing as err:
             skipped.insert(0, str(err))
+    face_alignment = None
+    if not skip_reason("fan-2d", store):
+        from theval_mesh.backends.classic import fan  # torch only when FAN runs
+
+        try:
+            face_alignment = fan.FaceAlignment(store)
+            provenance[lm.AKD] = fan.provenance(store)
+        except WeightsMissing as err:
+            skipped.insert(0, str(err))
     todo = [r for r in rows if r.status == OK]
     other_lse = {}  # (video, pipeline) -> (LSE-C, LSE-D) of the pipelines not chosen (all_variants)
     for row in tqdm(todo, desc="pairs", unit="pair", disable=not progress):
         try:
-            for key, value in compare(row.video, row.gt_video, limits, arcface_net, source).items():
+            for key, value in compare(row.video, row.gt_video, limits, arcface_net, source, face_alignment).items():
                 setattr(row, key, value)
         except VideoError as err:  # this pair fails alone, with its reason
             row.status, row.reason = FAILED, str(err)

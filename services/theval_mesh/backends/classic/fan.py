@@ -190,6 +190,17 @@ class FaceAlignment:
         return out
 
 
+def provenance(store=None) -> str:
+    """What computed AKD: the code followed and both networks' files (with their checksums)."""
+    from theval_mesh.backends.classic import s3fd_fa
+    from theval_mesh.backends.classic.networks import describe
+
+    return (f"AliaksandrSiarohin/pose-evaluation (1bc4cae) cmp_kp.py on 1adrianb/face-alignment (3750f83) "
+            f"landmarks: FAN {describe(NAME, store)}, S3FD {describe(s3fd_fa.NAME, store)}; the first face's 68 "
+            "points, mean absolute coordinate difference in the GT's pixels, frames without a generated face left "
+            "out, a model's AKD over all its frames")
+
+
 # ---------------------------------------------------------------- the STAND-IN 2DFAN-4.pth.tar
 def stand_in_state(seed: int) -> dict:
     """The stand-in 2DFAN-4.pth.tar: {key: numpy array} of FAN's state dict by backends/stand_in's

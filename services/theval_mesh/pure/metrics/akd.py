@@ -52,3 +52,16 @@ def akd(pairs: list[KeypointDistances]) -> float:
     """AKD over video pairs: the mean of every compared frame's distance (NaN when none was)."""
     values = np.concatenate([p.distances for p in pairs]) if pairs else np.zeros(0)
     return float(values.mean()) if len(values) else float("nan")
+
+
+def frame_weighted(means, frames):
+    """AKD over video pairs from each pair's mean distance and number of frames compared (equal to
+    `akd` of their distances), and the statistic a bootstrap over pairs draws: weighted(counts) is
+    the AKD when pair i is drawn counts[i] times (NaN when no drawn pair has a frame)."""
+    means, frames = np.asarray(means, np.float64), np.asarray(frames, np.float64)
+    totals = np.where(frames > 0, means * frames, 0.0)
+
+    def weighted(counts) -> float:
+        n = float(np.dot(counts, frames))
+        return float(np.dot(counts, totals) / n) if n else float("nan")
+    return weighted(np.ones(len(frames))), weighted
