@@ -112,7 +112,7 @@ def test_ctrl_c_keeps_finished_videos_and_rerun_skips_them(tiny_kit, tmp_path):
     out = tmp_path / "out"
     args = [THEVAL, "evaluate", "--gt", tiny_kit.dir("gt"), "--model", f"frozen={tiny_kit.dir('frozen_mouth')}",
             "--out", str(out), "--quality", "proxy", "--quiet"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=takes_ctrl_c)
+    proc = subprocess.Popen(takes_ctrl_c(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     db = out / "results.sqlite"
 
     def committed() -> list:

@@ -76,11 +76,11 @@ def videos(tmp_path_factory):
 def _start_mesh_up(videos, tmp, extra=(), timeout=180):
     """`theval mesh up` in a child process: {service: (address, metrics url)}, and the process;
     killed, and the test failed with its output, when it is not up within `timeout`."""
-    proc = subprocess.Popen(THEVAL + ["mesh", "up", "--port", "0", "--metrics-port", "0", "--store",
-                                      str(tmp / "store.sqlite"), "--allow-root", str(videos["root"]),
-                                      "--quality", "proxy", *extra],
+    proc = subprocess.Popen(takes_ctrl_c(THEVAL + ["mesh", "up", "--port", "0", "--metrics-port", "0", "--store",
+                                                   str(tmp / "store.sqlite"), "--allow-root", str(videos["root"]),
+                                                   "--quality", "proxy", *extra]),
                             stdout=subprocess.PIPE, stderr=open(tmp / "mesh.log", "w"), text=True,
-                            env={**os.environ, **QUIET}, preexec_fn=takes_ctrl_c)
+                            env={**os.environ, **QUIET})
     lines: queue.Queue = queue.Queue()  # read by a thread: a mesh that never comes up may print nothing
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout] + [lines.put(None)],
                      daemon=True).start()
