@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import grpc
 import pytest
@@ -101,7 +102,12 @@ def test_following_the_page_adds_a_service_everywhere(tmp_path):
                 break
         assert listening, seen
         port = listening[1]
-        assert probe.check({"THEVAL_PORT": port}) == "SERVING"
+        # it prints its address as it binds; health turns SERVING once it is ready: wait for that
+        deadline, health = time.monotonic() + 60, probe.check({"THEVAL_PORT": port})
+        while health != "SERVING" and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.2)
+            health = probe.check({"THEVAL_PORT": port})
+        assert health == "SERVING", seen
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             describe = channel.unary_unary("/theval.v1.BlinkService/Describe",
                                            request_serializer=common_pb2.DescribeRequest.SerializeToString,
