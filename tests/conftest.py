@@ -88,8 +88,12 @@ STAND_IN_STORES = {"fake_store", "headpose_store", "face_store"}  # face_store: 
 def pytest_collection_modifyitems(config, items):
     """A test that uses the PostgreSQL server (the `postgres` fixture, itself or through another
     fixture) is marked `postgres`, and one that uses a store of stand-in networks (written at their
-    real sizes: about 20 s) `slow`; `./dev check` deselects both. The container tests last: their
-    images build in the background meanwhile."""
+    real sizes: about 20 s) `slow`; `./dev check` deselects both.
+
+    Order: the longest files first (tests/durations.txt), so that xdist's two workers, which take
+    whole files in this order (`--no-loadscope-reorder`), end together rather than one running a
+    long file alone at the end; the container tests last: their images build in the background
+    meanwhile."""
     from tests.support.container_support import is_container_test
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
@@ -97,7 +101,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.postgres)
         if STAND_IN_STORES.intersection(fixtures):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=is_container_test)
+    seconds = file_seconds()
+    items.sort(key=lambda item: (is_container_test(item), -seconds.get(item.nodeid.split("::")[0], 0.0)))
+
+
+def file_seconds() -> dict[str, float]:
+    """tests/durations.txt: test file -> its seconds in a measured run (scripts/test_durations.py)."""
+    table = Path(__file__).with_name("durations.txt")
+    lines = table.read_text().splitlines() if table.exists() else []
+    return {path: float(s) for s, path in (line.split() for line in lines if line.strip())}
 
 
 def pytest_collection_finish(session):
