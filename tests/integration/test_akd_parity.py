@@ -17,6 +17,7 @@ from theval_mesh.backends import stand_in
 from theval_mesh.backends.classic import fan
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.pure.metrics import akd
+from theval_mesh.studies.classic_metrics import Keypoints, compare
 
 pytestmark = pytest.mark.slow
 ORACLE = json.loads((PARITY_DIR / "classic" / "akd_oracle.json").read_text())
@@ -34,9 +35,24 @@ def face_alignment(store):
     return fan.FaceAlignment(store)
 
 
-def _first(face_alignment, rgb):
-    found = face_alignment.get_landmarks(rgb, first_only=True)
-    return None if found is None else found[0]
+FRAMES = {"astronaut_de": 4, "tom_it": 2}  # of each speaker's pair in `pairs`
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+    """gt/ and m/: two speakers' videos at 256 x 256, of 4 and 2 frames; m's are other clips of
+    the same speaker (a noisy one, a static head)."""
+    from tests.support.video_files import write_video
+
+    root = tmp_path_factory.mktemp("akd-pairs")
+    for side, suffix in (("gt", "gt"), ("m", "noisy")):
+        (root / side).mkdir()
+        for speaker, n in FRAMES.items():
+            source = "tom_it_static_head" if (speaker, side) == ("tom_it", "m") else f"{speaker}_{suffix}"
+            images = [cv2.resize(rgb, (256, 256), interpolation=cv2.INTER_AREA)
+                      for i, rgb in MediaReader(clip(source)).frames() if i < n]
+            write_video(root / side / f"{speaker}.mp4", images)
+    return root
 
 
 def _landmarks(face_alignment, name: str) -> list:
@@ -68,39 +84,49 @@ def test_landmarks_and_akd_equal_pose_evaluations_own(face_alignment):
 
 
 def test_the_classic_command_gives_each_pairs_akd_and_weighs_a_models_frames_not_its_videos(store, face_alignment,
-                                                                                           tmp_path):
+                                                                                           pairs, tmp_path):
     """`classic()` with FAN's stand-ins in the store: each pair's AKD is that of the proven
     landmarks on the same decoded frames, and the model's is over all frames (pose-evaluation's),
-    here unlike the mean of its two videos (6 and 3 frames). Without the weights, AKD is empty and
+    here unlike the mean of its two videos (4 and 2 frames). Without the weights, AKD is empty and
     says which file it needs."""
     import theval_mesh
-    from tests.support.video_files import write_video
 
-    frames = {"astronaut_de": 6, "tom_it": 3}
-    for side, suffix in (("gt", "gt"), ("m", "noisy")):
-        (tmp_path / side).mkdir()
-        for speaker, n in frames.items():
-            source = "tom_it_static_head" if (speaker, side) == ("tom_it", "m") else f"{speaker}_{suffix}"
-            images = [cv2.resize(rgb, (256, 256), interpolation=cv2.INTER_AREA)
-                      for i, rgb in MediaReader(clip(source)).frames() if i < n]
-            write_video(tmp_path / side / f"{speaker}.mp4", images)
-    run = theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, store=store)
+    first = Keypoints(face_alignment).first
+    frames = FRAMES
+    run = theval_mesh.classic(pairs / "gt", {"m": pairs / "m"}, store=store)
     rows = {r.video.split("/")[-1][:-4]: r for r in run.rows}
     for speaker, n in frames.items():
         row = rows[speaker]
-        decoded = {side: [rgb for _, rgb in MediaReader(tmp_path / side / f"{speaker}.mp4").frames()]
+        decoded = {side: [rgb for _, rgb in MediaReader(pairs / side / f"{speaker}.mp4").frames()]
                    for side in ("gt", "m")}
-        pair = akd.keypoint_distances([_first(face_alignment, f) for f in decoded["gt"]],
-                                      [_first(face_alignment, f) for f in decoded["m"]])
+        pair = akd.keypoint_distances([first(f) for f in decoded["gt"]], [first(f) for f in decoded["m"]])
         assert row.akd_frames == n == len(pair.distances)
         assert row.akd == pytest.approx(pair.distances.mean(), rel=1e-12)
     summary = run.summary[0]
-    weighted = (rows["astronaut_de"].akd * 6 + rows["tom_it"].akd * 3) / 9
+    weighted = (rows["astronaut_de"].akd * 4 + rows["tom_it"].akd * 2) / 6
     assert summary["AKD"] == pytest.approx(weighted, rel=1e-12)
     assert summary["AKD"] != pytest.approx((rows["astronaut_de"].akd + rows["tom_it"].akd) / 2, rel=1e-6)
     assert summary["n:AKD"] == 2 and summary["AKD CI low"] <= summary["AKD"] <= summary["AKD CI high"]
     assert "cmp_kp.py" in run.provenance["AKD"] and "(stand-in:0)" in run.provenance["AKD"]
     (tmp_path / "empty-store").mkdir()
-    bare = theval_mesh.classic(tmp_path / "gt", {"m": tmp_path / "m"}, store=tmp_path / "empty-store")
+    bare = theval_mesh.classic(pairs / "gt", {"m": pairs / "m"}, store=tmp_path / "empty-store")
     assert np.isnan(bare.summary[0]["AKD"])
     assert any("2DFAN-4.pth.tar not in the weights store" in s for s in bare.skipped)
+
+
+def test_a_gt_videos_keypoints_are_found_once_for_every_model_compared_with_it(face_alignment, pairs):
+    """The real FAN stand-in, its calls counted: a second model's pair with the same GT video
+    detects only its own frames and gives the same AKD."""
+    calls = []
+
+    class Counted:
+        def get_landmarks(self, rgb, first_only):
+            calls.append(rgb.shape)
+            return face_alignment.get_landmarks(rgb, first_only=first_only)
+
+    keypoints = Keypoints(Counted())
+    video, gt = str(pairs / "m" / "astronaut_de.mp4"), str(pairs / "gt" / "astronaut_de.mp4")
+    once = compare(video, gt, keypoints=keypoints)
+    assert len(calls) == 2 * FRAMES["astronaut_de"] and once["akd_frames"] == FRAMES["astronaut_de"]
+    again = compare(video, gt, keypoints=keypoints)
+    assert len(calls) == 3 * FRAMES["astronaut_de"] and again["akd"] == once["akd"]

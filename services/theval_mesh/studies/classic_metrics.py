@@ -194,18 +194,32 @@ def source_face(path) -> np.ndarray:
     return face
 
 
-def _first_face(face_alignment, rgb: np.ndarray) -> np.ndarray | None:
-    found = face_alignment.get_landmarks(rgb, first_only=True)
-    return None if found is None else found[0]
+class Keypoints:
+    """face-alignment's landmarks for AKD (the first face of a frame, as pose-evaluation keeps).
+    A GT frame's are found once per run: every model compared with that GT video reuses them."""
+
+    def __init__(self, face_alignment):
+        self.face_alignment, self.gt_frames = face_alignment, {}  # gt video -> landmarks of its frames so far
+
+    def first(self, rgb: np.ndarray) -> np.ndarray | None:
+        found = self.face_alignment.get_landmarks(rgb, first_only=True)
+        return None if found is None else found[0]
+
+    def of_gt(self, gt_video: str, position: int, rgb: np.ndarray) -> np.ndarray | None:
+        """The landmarks of the GT video's frame at `position` (0, 1, ... in decoding order)."""
+        seen = self.gt_frames.setdefault(gt_video, [])
+        if position == len(seen):
+            seen.append(self.first(rgb))
+        return seen[position]
 
 
 def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=None,
-            source: np.ndarray | None = None, face_alignment=None) -> dict:
+            source: np.ndarray | None = None, keypoints: Keypoints | None = None) -> dict:
     """The per-video classic metrics of one generated video against its GT video (decoded once
     each, side by side). VideoError for a video that cannot be read or has no face. arcface_net:
     also CSIM, against `source` (an aligned face) or else the GT video's first frame with a face.
-    face_alignment (backends/classic/fan.FaceAlignment): also AKD, on the generated frames at the
-    GT's size (pose-evaluation compares frames of one size)."""
+    keypoints: also AKD, on the generated frames at the GT's size (pose-evaluation compares frames
+    of one size)."""
     gen_lm, gt_lm = LandmarkSeries(478), LandmarkSeries(478)  # SINGLE is refined: 478 points
     psnrs, ssims, faces, face_frames, gen_kp, gt_kp = [], [], [], [], [], []
     with ExitStack() as stack:
@@ -229,9 +243,9 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
                     source = _face(gt, gt_points)  # the GT's first frame with a face
                 faces.append(_face(gen, gen_points))
                 face_frames.append(i)
-            if face_alignment is not None:
-                gen_kp.append(_first_face(face_alignment, resized))
-                gt_kp.append(_first_face(face_alignment, gt))
+            if keypoints is not None:
+                gen_kp.append(keypoints.first(resized))
+                gt_kp.append(keypoints.of_gt(gt_video, len(gt_kp), gt))
     if not psnrs:
         raise VideoError(video, "no frame to compare")
     _check_faces(video, gt_video, gen_lm, gt_lm)
@@ -246,7 +260,7 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
         out["csim"] = float(np.mean(cosines))
         with_face = [i for i, f in zip(face_frames, faces, strict=True) if f is not None]
         out["csim_drift"] = identity.drift(identity.segment_similarities(cosines, with_face, readers[0].info.fps))
-    if face_alignment is not None:
+    if keypoints is not None:
         distances = akd.keypoint_distances(gt_kp, gen_kp).distances
         out["akd"] = float(distances.mean()) if len(distances) else math.nan
         out["akd_frames"] = len(distances)
@@ -326,12 +340,12 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
             source = source_face(source_image) if source_image else None
         except WeightsMissing as err:
             skipped.insert(0, str(err))
-    face_alignment = None
+    keypoints = None
     if not skip_reason("fan-2d", store):
         from theval_mesh.backends.classic import fan  # torch only when FAN runs
 
         try:
-            face_alignment = fan.FaceAlignment(store)
+            keypoints = Keypoints(fan.FaceAlignment(store))
             provenance[lm.AKD] = fan.provenance(store)
         except WeightsMissing as err:
             skipped.insert(0, str(err))
@@ -339,7 +353,7 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
     other_lse = {}  # (video, pipeline) -> (LSE-C, LSE-D) of the pipelines not chosen (all_variants)
     for row in tqdm(todo, desc="pairs", unit="pair", disable=not progress):
         try:
-            for key, value in compare(row.video, row.gt_video, limits, arcface_net, source, face_alignment).items():
+            for key, value in compare(row.video, row.gt_video, limits, arcface_net, source, keypoints).items():
                 setattr(row, key, value)
         except VideoError as err:  # this pair fails alone, with its reason
             row.status, row.reason = FAILED, str(err)
