@@ -20,6 +20,7 @@ import common
 from theval_mesh.backends import stand_in
 from theval_mesh.studies import classic_metrics
 
+# Not fvd-videomae (cd-fvd-videomae): its 3.8 GB ViT-g costs about 40 s a clip on 2 cores; add it to include that FVD.
 CLASSIC = ["syncnet", "s3fd", "fid-inception", "fid-inception-torchscript", "fvd-i3d", "fvd-i3d-videogpt", "arcface"]
 PARITY = common.ROOT / "tests" / "data" / "parity" / "clips"
 SPEAKERS = ("astronaut_de", "t1center_en", "t1left_de", "tom_it")

@@ -188,3 +188,13 @@ def test_disco_fvd_reads_a_video_only_up_to_its_whole_clip_limit():
     assert fvd.VARIANTS["disco"].features(None, video(high + 50)).shape == (0, fvd.FEATURES)
     assert len(read) == high + 1
     assert fvd.VARIANTS["disco"].features(None, video(low - 1)).shape == (0, fvd.FEATURES)
+
+
+def test_a_video_shorter_than_a_clip_gives_no_row_of_each_cd_fvd_variants_width():
+    """cd-fvd's two networks give 400 (I3D) and 1,408 (VideoMAE) values a clip; a 15-frame video
+    gives no clip, so an empty row block of that width, before any network runs."""
+    from theval_mesh.backends.classic import videomae
+
+    frames = [np.zeros((8, 8, 3), np.uint8)] * 15
+    assert fvd.VARIANTS["cd-fvd-i3d"].features(None, frames).shape == (0, fvd.FEATURES)
+    assert fvd.VARIANTS["cd-fvd-videomae"].features(None, frames).shape == (0, videomae.FEATURES)

@@ -29,8 +29,8 @@ def classic(gt: str | Path, generated: Models, out: str | Path | None = None, *,
     computes FID ("pytorch-fid", "clean-fid", "clean-fid-legacy-pytorch", "torchmetrics":
     docs/classic-metrics.md). fid_frames: the frames of each video FID takes: "all", "every:K",
     "count:N" (spread evenly) or "first:N". fvd_variant: which implementation computes FVD
-    ("stylegan-v", "common-metrics-styleganv", "common-metrics-videogpt", "disco", "cd-fvd-i3d":
-    docs/classic-metrics.md).
+    ("stylegan-v", "common-metrics-styleganv", "common-metrics-videogpt", "disco", "cd-fvd-i3d",
+    "cd-fvd-videomae": docs/classic-metrics.md).
     all_variants: also every other variant's value per model (`variants`; with out,
     classic_variants.csv and .md). hf_dataset: with out, also each model's Hugging Face eval
     results for that Hub dataset."""

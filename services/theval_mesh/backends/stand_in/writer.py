@@ -22,7 +22,7 @@ TIMM_RESNET50 = "timm/resnet50.a1_in1k/model.safetensors"
 # writes a TorchScript file (the registry's `torchscript`: FVD's I3D, the TorchScript FID Inception).
 CLASSIC_NETWORKS = {"syncnet": "syncnet", "arcface": "arcface", "s3fd": "s3fd", "fid-inception": "fid",
                    "fid-inception-torchscript": "fid", "fvd-i3d": "i3d", "fvd-i3d-videogpt": "i3d_videogpt",
-                   "fan-2d": "fan", "s3fd-fa": "s3fd_fa"}
+                   "fan-2d": "fan", "s3fd-fa": "s3fd_fa", "fvd-videomae": "videomae"}
 
 
 def _pyiqa_nets():
@@ -133,7 +133,7 @@ def _write_classic(store: Path, name: str, seed: int, save, written: dict) -> No
     module = import_module(f"theval_mesh.backends.classic.{module_name}")
     file_name = CLASSIC_MODELS[name].main.name
     if not CLASSIC_MODELS[name].torchscript:
-        save(file_name, module.stand_in_state(seed))
+        save(file_name, module.stand_in_state(seed), getattr(module, "CHECKPOINT_KEY", None))
         return
     path = store / file_name
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -185,6 +185,11 @@ CLASSIC_MODELS = {m.name: m for m in (
     ClassicModel("fvd-i3d-videogpt", "FVD I3D (pytorch-i3d)", "FVD (common-metrics-videogpt, disco, cd-fvd-i3d)", (WeightFile(
         "i3d_pretrained_400.pt", "https://onedrive.live.com/download?cid=78EEF3EB6AE7DBCB&resid=78EEF3EB6AE7DBCB"
         "%21199&authkey=AApKdFHPXzWLNyI", None, "main"),)),
+    # content-debiased FVD's VideoMAE v2 ViT-g (cd-fvd 0.1.1 third_party/VideoMAEv2/utils.py:55, the
+    # address its load_videomae_model downloads from): 3.8 GB
+    ClassicModel("fvd-videomae", "FVD VideoMAE v2 ViT-g", "FVD (cd-fvd-videomae)", (WeightFile(
+        "vit_g_hybrid_pt_1200e_ssv2_ft.pth", "https://pjlab-gvm-data.oss-cn-shanghai.aliyuncs.com/internvideo/"
+        "videomaev2/vit_g_hybrid_pt_1200e_ssv2_ft.pth", None, "main"),)),
     # 1adrianb/face-alignment at 3750f83, the version AliaksandrSiarohin/pose-evaluation pins for
     # AKD: FAN's 68 landmarks (api.py:70-88) and its S3FD face detector (sfd_detector.py:25-39)
     ClassicModel("fan-2d", "FAN 2D (face-alignment)", "AKD", (WeightFile(
