@@ -5,6 +5,7 @@ tests/data/parity/reference-env/run_akd_reference.py on the same STAND-IN weight
 decoded by the project, resized to 256 x 256 as FOMM's evaluation videos are). Target: every
 landmark of the first face identical (they are integer pixels), the same frames without a face,
 and AKD equal."""
+import itertools
 import json
 
 import cv2
@@ -17,7 +18,7 @@ from theval_mesh.backends import stand_in
 from theval_mesh.backends.classic import fan
 from theval_mesh.backends.media.decode import MediaReader
 from theval_mesh.pure.metrics import akd
-from theval_mesh.studies.classic_metrics import Keypoints, compare
+from theval_mesh.studies.classic_metrics import compare, keypoints
 
 pytestmark = pytest.mark.slow
 ORACLE = json.loads((PARITY_DIR / "classic" / "akd_oracle.json").read_text())
@@ -50,7 +51,7 @@ def pairs(tmp_path_factory):
         for speaker, n in FRAMES.items():
             source = "tom_it_static_head" if (speaker, side) == ("tom_it", "m") else f"{speaker}_{suffix}"
             images = [cv2.resize(rgb, (256, 256), interpolation=cv2.INTER_AREA)
-                      for i, rgb in MediaReader(clip(source)).frames() if i < n]
+                      for _, rgb in itertools.islice(MediaReader(clip(source)).frames(), n)]
             write_video(root / side / f"{speaker}.mp4", images)
     return root
 
@@ -91,7 +92,7 @@ def test_the_classic_command_gives_each_pairs_akd_and_weighs_a_models_frames_not
     says which file it needs."""
     import theval_mesh
 
-    first = Keypoints(face_alignment).first
+    first = keypoints(face_alignment).of
     frames = FRAMES
     run = theval_mesh.classic(pairs / "gt", {"m": pairs / "m"}, store=store)
     rows = {r.video.split("/")[-1][:-4]: r for r in run.rows}
@@ -124,9 +125,9 @@ def test_a_gt_videos_keypoints_are_found_once_for_every_model_compared_with_it(f
             calls.append(rgb.shape)
             return face_alignment.get_landmarks(rgb, first_only=first_only)
 
-    keypoints = Keypoints(Counted())
+    counted = keypoints(Counted())
     video, gt = str(pairs / "m" / "astronaut_de.mp4"), str(pairs / "gt" / "astronaut_de.mp4")
-    once = compare(video, gt, keypoints=keypoints)
+    once = compare(video, gt, keypoints=counted)
     assert len(calls) == 2 * FRAMES["astronaut_de"] and once["akd_frames"] == FRAMES["astronaut_de"]
-    again = compare(video, gt, keypoints=keypoints)
+    again = compare(video, gt, keypoints=counted)
     assert len(calls) == 3 * FRAMES["astronaut_de"] and again["akd"] == once["akd"]

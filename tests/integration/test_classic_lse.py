@@ -70,11 +70,11 @@ def test_the_command_takes_the_syncnet_python_way_by_default_and_labels_stand_in
     assert doc["notes"][0].startswith("WARNING") and doc["summary"][0]["n:LSE-C"] == 2
     assert doc["summary"][0]["FID"] > 0 and doc["summary"][0]["FVD"] > 0
     # --all-variants names the variants whose network file this store lacks, and nothing else is
-    # skipped but AKD, whose FAN is not in this store either
+    # skipped but AKD and AED, whose FAN and OpenFace are not in this store either
     assert [s for s in doc["skipped"] if not s.startswith(("FID variant clean-fid: ", "FVD variant disco: ",
                                                            "FVD variant common-metrics-videogpt: ",
                                                            "FVD variant cd-fvd-i3d: ", "FVD variant cd-fvd-videomae: ",
-                                                           "AKD skipped: "))] == []
+                                                           "AKD skipped: ", "AED skipped: "))] == []
     assert any("i3d_pretrained_400.pt not in the weights store" in s for s in doc["skipped"])
     assert "(stand-in:0)" in doc["provenance"]["FID"] and "(stand-in:0)" in doc["provenance"]["FVD"]
     assert "frames of each video: count:22" in doc["provenance"]["FID"]

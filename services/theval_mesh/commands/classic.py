@@ -10,8 +10,9 @@ def register(subparsers) -> None:
         description="Compare each generated video with the GT video of the same file name: LMD-F and "
                     "LMD-M (FaceMesh landmarks, 256-scale px), PSNR and SSIM, frames paired by index "
                     "up to the shorter video; LSE-C/LSE-D and the AV offset (SyncNet, syncnet_python's "
-                    "pipeline), CSIM (ArcFace identity similarity to the source) and AKD (face-alignment's "
-                    "68 landmarks against the GT's, pose-evaluation's way) per generated video; FID "
+                    "pipeline), CSIM (ArcFace identity similarity to the source), AKD (face-alignment's "
+                    "68 landmarks against the GT's) and AED (OpenFace identity embeddings against the GT's; "
+                    "both pose-evaluation's way) per generated video; FID "
                     "(pytorch-fid by default: --fid-variant) and FVD (StyleGAN-V's by default: --fvd-variant) per model. "
                     "A metric whose network weights are not in the weights store is empty, with the reason.")
     p.add_argument("--generated", required=True, nargs="+", action="extend", metavar="DIR_OR_FILE",

@@ -2,8 +2,8 @@
 
 Generated and GT videos are paired by file name. Per pair: LMD-F / LMD-M (FaceMesh, one tracking
 pass per video as the project's single pass) and PSNR / SSIM, frames paired by index up to the
-shorter video; AKD (face-alignment's landmarks, backends/classic/fan.py) when FAN's weights are in
-the store. LSE-C/LSE-D and the AV offset per generated video with SyncNet
+shorter video; AKD (face-alignment's landmarks, backends/classic/fan.py) and AED (OpenFace
+identity embeddings, backends/classic/openface.py) when their weights are in the store. LSE-C/LSE-D and the AV offset per generated video with SyncNet
 (backends/classic/syncnet.py: syncnet_python's face tracks, crops and offset search) when its
 weights are in the store. FID and FVD need network weights (backends/classic): NaN, with the
 reason shown once. The math is in pure/metrics/classic.py and pure/metrics/lse.py.
@@ -30,7 +30,7 @@ from theval_mesh.outputs.whole_files import write_text
 from theval_mesh.pure import csv_cells
 from theval_mesh.pure.errors import UsageRefused, UserError, VideoError, WeightsMissing
 from theval_mesh.pure.limits import Limits
-from theval_mesh.pure.metrics import akd, identity, lse
+from theval_mesh.pure.metrics import aed, akd, identity, lse
 from theval_mesh.pure.metrics import classic as lm
 from theval_mesh.pure.scoring import uncertainty
 from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX
@@ -38,7 +38,7 @@ from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX
 OK, FAILED = "ok", "failed"
 # Network -> the summary columns it would fill (FID's and FVD's network is their variant's: set_variants).
 NETWORK_COLUMNS = {"syncnet": (lm.LSE_C, lm.LSE_D), "fid-inception": (lm.FID,), "fvd-i3d": (lm.FVD,),
-                   "arcface": (lm.CSIM,), "fan-2d": (lm.AKD,)}
+                   "arcface": (lm.CSIM,), "fan-2d": (lm.AKD,), "openface": (lm.AED,)}
 
 
 def _networks(chosen: dict) -> list[str]:
@@ -47,7 +47,8 @@ def _networks(chosen: dict) -> list[str]:
             for name, columns in NETWORK_COLUMNS.items()]
 # classic.csv column -> summary column, for the per-video metrics
 PER_VIDEO = {"lmd_f": lm.LMD_F, "lmd_m": lm.LMD_M, "psnr": lm.PSNR, "ssim": lm.SSIM,
-             "lse_c": lm.LSE_C, "lse_d": lm.LSE_D, "csim": lm.CSIM, "csim_drift": lm.CSIM_DRIFT, "akd": lm.AKD}
+             "lse_c": lm.LSE_C, "lse_d": lm.LSE_D, "csim": lm.CSIM, "csim_drift": lm.CSIM_DRIFT, "akd": lm.AKD,
+             "aed": lm.AED}
 
 
 @dataclass
@@ -68,6 +69,8 @@ class ClassicRow:
     csim_drift: float = math.nan  # CSIM of the first 5 s minus that of the last 5 s span (identity.drift)
     akd: float = math.nan        # face-alignment's 68 points against the GT's (pure/metrics/akd.py)
     akd_frames: int = 0          # frames behind AKD: both faces found (the model's AKD weighs them)
+    aed: float = math.nan        # FOMM's identity AED: OpenFace embeddings against the GT's (pure/metrics/aed.py)
+    aed_frames: int = 0          # frames behind AED (the model's AED weighs them)
     av_offset: float = math.nan  # SyncNet's, in 25 fps frames (syncnet_python's sign)
     lse_tracks: int = 0          # face tracks behind LSE (their mean)
     lse_reason: str = ""         # why LSE is empty for this video when the others are not
@@ -194,34 +197,46 @@ def source_face(path) -> np.ndarray:
     return face
 
 
-class Keypoints:
-    """face-alignment's landmarks for AKD (the first face of a frame, as pose-evaluation keeps).
-    A GT frame's are found once per run: every model compared with that GT video reuses them."""
+class FrameMeasure:
+    """What a per-frame metric reads off one frame (AKD's landmarks, AED's embedding): `of(rgb)`.
+    A GT frame's is computed once per run: every model compared with that GT video reuses it."""
 
-    def __init__(self, face_alignment):
-        self.face_alignment, self.gt_frames = face_alignment, {}  # gt video -> landmarks of its frames so far
+    def __init__(self, of):
+        self.of, self.gt_frames = of, {}  # gt video -> the values of its frames so far
 
-    def first(self, rgb: np.ndarray) -> np.ndarray | None:
-        found = self.face_alignment.get_landmarks(rgb, first_only=True)
-        return None if found is None else found[0]
-
-    def of_gt(self, gt_video: str, position: int, rgb: np.ndarray) -> np.ndarray | None:
-        """The landmarks of the GT video's frame at `position` (0, 1, ... in decoding order)."""
+    def of_gt(self, gt_video: str, position: int, rgb: np.ndarray):
+        """The value of the GT video's frame at `position` (0, 1, ... in decoding order)."""
         seen = self.gt_frames.setdefault(gt_video, [])
         if position == len(seen):
-            seen.append(self.first(rgb))
+            seen.append(self.of(rgb))
         return seen[position]
 
 
+def keypoints(face_alignment) -> FrameMeasure:
+    """face-alignment's landmarks for AKD: the first face of a frame, as pose-evaluation keeps it."""
+    def first(rgb: np.ndarray) -> np.ndarray | None:
+        found = face_alignment.get_landmarks(rgb, first_only=True)
+        return None if found is None else found[0]
+    return FrameMeasure(first)
+
+
+def identities(openface_net) -> FrameMeasure:
+    """OpenFace's embedding of a whole frame for AED (backends/classic/openface.py)."""
+    from theval_mesh.backends.classic import openface
+
+    return FrameMeasure(lambda rgb: openface.embeddings(openface_net, [rgb])[0])
+
+
 def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=None,
-            source: np.ndarray | None = None, keypoints: Keypoints | None = None) -> dict:
+            source: np.ndarray | None = None, keypoints: FrameMeasure | None = None,
+            identities: FrameMeasure | None = None) -> dict:
     """The per-video classic metrics of one generated video against its GT video (decoded once
     each, side by side). VideoError for a video that cannot be read or has no face. arcface_net:
     also CSIM, against `source` (an aligned face) or else the GT video's first frame with a face.
     keypoints: also AKD, on the generated frames at the GT's size (pose-evaluation compares frames
-    of one size)."""
+    of one size). identities: also AED, on the frames as decoded (each is resized to 96 x 96)."""
     gen_lm, gt_lm = LandmarkSeries(478), LandmarkSeries(478)  # SINGLE is refined: 478 points
-    psnrs, ssims, faces, face_frames, gen_kp, gt_kp = [], [], [], [], [], []
+    psnrs, ssims, faces, face_frames, gen_kp, gt_kp, gen_id, gt_id = [], [], [], [], [], [], [], []
     with ExitStack() as stack:
         readers = []
         for path in (video, gt_video):
@@ -244,8 +259,11 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
                 faces.append(_face(gen, gen_points))
                 face_frames.append(i)
             if keypoints is not None:
-                gen_kp.append(keypoints.first(resized))
+                gen_kp.append(keypoints.of(resized))
                 gt_kp.append(keypoints.of_gt(gt_video, len(gt_kp), gt))
+            if identities is not None:
+                gen_id.append(identities.of(gen))
+                gt_id.append(identities.of_gt(gt_video, len(gt_id), gt))
     if not psnrs:
         raise VideoError(video, "no frame to compare")
     _check_faces(video, gt_video, gen_lm, gt_lm)
@@ -264,6 +282,10 @@ def compare(video: str, gt_video: str, limits: Limits = Limits(), arcface_net=No
         distances = akd.keypoint_distances(gt_kp, gen_kp).distances
         out["akd"] = float(distances.mean()) if len(distances) else math.nan
         out["akd_frames"] = len(distances)
+    if identities is not None:
+        distances = aed.embedding_distances(gt_id, gen_id)
+        out["aed"] = float(distances.mean()) if len(distances) else math.nan
+        out["aed_frames"] = len(distances)
     return out
 
 
@@ -285,12 +307,14 @@ def summarize(rows: list[ClassicRow], models: list[str], network_values: dict | 
             if (model, column) in (network_intervals or {}):
                 intervals[column] = network_intervals[(model, column)]
         row = lm.summary_row(model, values, intervals)
-        # AKD weighs frames, not videos (pose-evaluation's mean over every frame), its interval a
-        # bootstrap over the video pairs; the count stays that of videos
-        with_frames = [r for r in done if r.akd_frames]
-        if with_frames:
-            row[lm.AKD], weighted = akd.frame_weighted([r.akd for r in with_frames], [r.akd_frames for r in with_frames])
-            row[lm.AKD + CI_LOW], row[lm.AKD + CI_HIGH] = uncertainty.set_interval(weighted, len(with_frames))
+        # AKD and AED weigh frames, not videos (pose-evaluation's mean over every frame), their
+        # intervals a bootstrap over the video pairs; the count stays that of videos
+        for column, key in ((lm.AKD, "akd"), (lm.AED, "aed")):
+            with_frames = [r for r in done if getattr(r, f"{key}_frames")]
+            if with_frames:
+                row[column], weighted = akd.frame_weighted([getattr(r, key) for r in with_frames],
+                                                           [getattr(r, f"{key}_frames") for r in with_frames])
+                row[column + CI_LOW], row[column + CI_HIGH] = uncertainty.set_interval(weighted, len(with_frames))
         out.append(row)
     return out
 
@@ -340,20 +364,28 @@ def run(models: list[tuple[str, str]], gt_dir, store=None, limits: Limits = Limi
             source = source_face(source_image) if source_image else None
         except WeightsMissing as err:
             skipped.insert(0, str(err))
-    keypoints = None
+    measures = {}  # the per-frame metrics: AKD's landmarks, AED's embeddings
     if not skip_reason("fan-2d", store):
         from theval_mesh.backends.classic import fan  # torch only when FAN runs
 
         try:
-            keypoints = Keypoints(fan.FaceAlignment(store))
+            measures["keypoints"] = keypoints(fan.FaceAlignment(store))
             provenance[lm.AKD] = fan.provenance(store)
+        except WeightsMissing as err:
+            skipped.insert(0, str(err))
+    if not skip_reason("openface", store):
+        from theval_mesh.backends.classic import openface  # torch only when OpenFace runs
+
+        try:
+            measures["identities"] = identities(openface.load(store))
+            provenance[lm.AED] = openface.provenance(store)
         except WeightsMissing as err:
             skipped.insert(0, str(err))
     todo = [r for r in rows if r.status == OK]
     other_lse = {}  # (video, pipeline) -> (LSE-C, LSE-D) of the pipelines not chosen (all_variants)
     for row in tqdm(todo, desc="pairs", unit="pair", disable=not progress):
         try:
-            for key, value in compare(row.video, row.gt_video, limits, arcface_net, source, keypoints).items():
+            for key, value in compare(row.video, row.gt_video, limits, arcface_net, source, **measures).items():
                 setattr(row, key, value)
         except VideoError as err:  # this pair fails alone, with its reason
             row.status, row.reason = FAILED, str(err)

@@ -22,7 +22,8 @@ TIMM_RESNET50 = "timm/resnet50.a1_in1k/model.safetensors"
 # writes a TorchScript file (the registry's `torchscript`: FVD's I3D, the TorchScript FID Inception).
 CLASSIC_NETWORKS = {"syncnet": "syncnet", "arcface": "arcface", "s3fd": "s3fd", "fid-inception": "fid",
                    "fid-inception-torchscript": "fid", "fvd-i3d": "i3d", "fvd-i3d-videogpt": "i3d_videogpt",
-                   "fan-2d": "fan", "s3fd-fa": "s3fd_fa", "fvd-videomae": "videomae"}
+                   "fan-2d": "fan", "s3fd-fa": "s3fd_fa", "fvd-videomae": "videomae",
+                   "openface": "openface"}
 
 
 def _pyiqa_nets():

@@ -190,6 +190,11 @@ CLASSIC_MODELS = {m.name: m for m in (
     ClassicModel("fvd-videomae", "FVD VideoMAE v2 ViT-g", "FVD (cd-fvd-videomae)", (WeightFile(
         "vit_g_hybrid_pt_1200e_ssv2_ft.pth", "https://pjlab-gvm-data.oss-cn-shanghai.aliyuncs.com/internvideo/"
         "videomaev2/vit_g_hybrid_pt_1200e_ssv2_ft.pth", None, "main"),)),
+    # thnkim/OpenFacePytorch at d002218, the commit AliaksandrSiarohin/pose-evaluation pins for AED
+    # (extract.py extract_face_id): OpenFace nn4.small2 ported to PyTorch, the file in that repository
+    ClassicModel("openface", "OpenFace nn4.small2 (OpenFacePytorch)", "AED", (WeightFile(
+        "openface.pth", "https://github.com/thnkim/OpenFacePytorch/raw/d00221832413e86b5608ca791c956b7949479627/"
+        "openface.pth", None, "main"),)),
     # 1adrianb/face-alignment at 3750f83, the version AliaksandrSiarohin/pose-evaluation pins for
     # AKD: FAN's 68 landmarks (api.py:70-88) and its S3FD face detector (sfd_detector.py:25-39)
     ClassicModel("fan-2d", "FAN 2D (face-alignment)", "AKD", (WeightFile(

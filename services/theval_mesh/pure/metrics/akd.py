@@ -55,9 +55,10 @@ def akd(pairs: list[KeypointDistances]) -> float:
 
 
 def frame_weighted(means, frames):
-    """AKD over video pairs from each pair's mean distance and number of frames compared (equal to
-    `akd` of their distances), and the statistic a bootstrap over pairs draws: weighted(counts) is
-    the AKD when pair i is drawn counts[i] times (NaN when no drawn pair has a frame)."""
+    """A per-frame metric over video pairs (AKD, AED: pose-evaluation's mean over every frame) from
+    each pair's mean distance and number of frames compared (for AKD equal to `akd` of their
+    distances), and the statistic a bootstrap over pairs draws: weighted(counts) is the value when
+    pair i is drawn counts[i] times (NaN when no drawn pair has a frame)."""
     means, frames = np.asarray(means, np.float64), np.asarray(frames, np.float64)
     totals = np.where(frames > 0, means * frames, 0.0)
 

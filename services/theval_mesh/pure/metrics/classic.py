@@ -12,16 +12,17 @@ from theval_mesh.pure.metrics.landmark_sets import LIPS
 from theval_mesh.pure.scoring.tables import CI_HIGH, CI_LOW, COUNT_PREFIX, latex_escape, tex_number
 
 # Summary columns, named as in the paper's Table 2 (what `theval align` reads as per-model scores).
-LMD_F, LMD_M, PSNR, SSIM, LSE_C, LSE_D, FID, FVD, CSIM, CSIM_DRIFT, AKD = COLUMNS = (
-    "LMD-F", "LMD-M", "PSNR", "SSIM", "LSE-C", "LSE-D", "FID", "FVD", "CSIM", "CSIM drift", "AKD")
+LMD_F, LMD_M, PSNR, SSIM, LSE_C, LSE_D, FID, FVD, CSIM, CSIM_DRIFT, AKD, AED = COLUMNS = (
+    "LMD-F", "LMD-M", "PSNR", "SSIM", "LSE-C", "LSE-D", "FID", "FVD", "CSIM", "CSIM drift", "AKD", "AED")
 # The paper's table (data/published_human_correlation.csv) calls the mouth LMD "LMD-L" (lips).
 PUBLISHED_NAMES = {LMD_M: "LMD-L"}
 # A paper's column order (the THEval paper's: LSE-C, LSE-D, FVD, FID, LMD-F, LMD-L), then PSNR, SSIM,
 # the identity similarity CSIM and its drift over the video (pure/metrics/identity.py), and
-# head reenactment's AKD (pure/metrics/akd.py).
-TABLE_ORDER = (LSE_C, LSE_D, FVD, FID, LMD_F, LMD_M, PSNR, SSIM, CSIM, CSIM_DRIFT, AKD)
+# head reenactment's AKD and AED as First Order Motion Model's evaluation computes them
+# (pure/metrics/akd.py, aed.py: its AED is an identity distance).
+TABLE_ORDER = (LSE_C, LSE_D, FVD, FID, LMD_F, LMD_M, PSNR, SSIM, CSIM, CSIM_DRIFT, AKD, AED)
 HIGHER_IS_BETTER = {LSE_C: True, LSE_D: False, FVD: False, FID: False, LMD_F: False, LMD_M: False,
-                    PSNR: True, SSIM: True, CSIM: True, CSIM_DRIFT: False, AKD: False}
+                    PSNR: True, SSIM: True, CSIM: True, CSIM_DRIFT: False, AKD: False, AED: False}
 
 # Landmarks are compared in pixels of a 256x256 frame, as the project's lip metrics measure them
 # (docs/metrics.md): FaceMesh's normalised x, y times 256. A generated video at another resolution than

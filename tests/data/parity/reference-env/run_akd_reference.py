@@ -48,7 +48,7 @@ for i, rgb in MediaReader(f"{clips}/{name}.mp4").frames():
     cv2.imwrite(str(out / role / folder / f"{i:05d}.png"), rgb[..., ::-1])
 """
 # Runs one of pose-evaluation's scripts as __main__ with CUDA mapped to the CPU.
-SHIM = """
+CUDA_ON_CPU = """
 import runpy, sys, torch
 def cpu(device):
     return "cpu" if device is not None and "cuda" in str(device) else device
@@ -57,9 +57,12 @@ torch.nn.Module.to = lambda self, *a, **k: module_to(self, *[cpu(x) if isinstanc
 torch.Tensor.to = lambda self, *a, **k: tensor_to(self, *[cpu(x) if isinstance(x, (str, torch.device)) else x for x in a], **k)
 torch.nn.Module.cuda = lambda self, *a, **k: self
 torch.Tensor.cuda = lambda self, *a, **k: self
+"""
+RUN_SCRIPT = """
 script, sys.argv = sys.argv[1], sys.argv[1:]
 runpy.run_path(script, run_name="__main__")
 """
+SHIM = CUDA_ON_CPU + RUN_SCRIPT
 
 
 def main():
