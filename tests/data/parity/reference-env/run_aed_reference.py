@@ -21,15 +21,13 @@ import argparse
 import hashlib
 import json
 import os
-import pickle
 import shutil
 import subprocess
 import sys
-import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
-from run_akd_reference import CUDA_ON_CPU, DUMP, FRAMES, PAIRS, RUN_SCRIPT, SIDE
+from run_akd_reference import CUDA_ON_CPU, FRAMES, PAIRS, RUN_SCRIPT, SIDE, dump_frames, extracted
 
 WEIGHTS = "openface.pth"
 SCRIPTS = ("extract.py", "cmp.py", "util.py")
@@ -75,11 +73,7 @@ def main():
     p.add_argument("--clips", type=Path, default=Path(__file__).resolve().parents[1] / "clips")
     p.add_argument("--out", required=True, type=Path)
     args = p.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="aed-oracle-"))
-    for gt, generated in PAIRS:  # a pair's two folders share a name: cmp.py pairs by file name
-        for role, name in (("gt", gt), ("generated", generated)):
-            subprocess.run([args.project_python, "-c", DUMP, str(args.clips), str(FRAMES), str(work), role, name,
-                            gt, str(SIDE)], check=True)
+    work = dump_frames(args.project_python, args.clips, "aed-oracle-")
     code = work / "pose-evaluation"
     commits = {"pose_evaluation": _files(args.pose_evaluation, "HEAD", SCRIPTS, code)}
     # its submodule at the commit it pins: the code; the weights are the stand-in
@@ -95,12 +89,7 @@ def main():
     run = subprocess.run([sys.executable, str(code / "cmp.py"), str(work / "gt.pkl"), str(work / "generated.pkl")],
                          check=True, env=env, capture_output=True, text=True)
     aed = float(run.stdout.strip().rsplit(" ", 1)[1])
-    embeddings = {}
-    for role in ("gt", "generated"):
-        with open(work / f"{role}.pkl", "rb") as f:
-            df = pickle.load(f).sort_values(by=["file_name", "frame_number"])
-        for name, frame, value in zip(df["file_name"], df["frame_number"], df["value"], strict=True):
-            embeddings.setdefault(role, {}).setdefault(name, {})[int(frame)] = value.reshape(-1).tolist()
+    embeddings = extracted(work, lambda value: value.reshape(-1).tolist())
     doc = {"pairs": PAIRS, "frames": FRAMES, "side": SIDE, "aed": aed, "cmp_stdout": run.stdout.strip(),
            "embeddings": embeddings, **commits,
            "versions": {m: version(m) for m in ("torch", "numpy", "scikit-image", "pandas", "imageio")},

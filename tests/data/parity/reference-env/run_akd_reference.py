@@ -65,6 +65,28 @@ runpy.run_path(script, run_name="__main__")
 SHIM = CUDA_ON_CPU + RUN_SCRIPT
 
 
+def dump_frames(project_python: str, clips: Path, prefix: str) -> Path:
+    """A work folder with gt/ and generated/: one PNG folder per clip of PAIRS (FRAMES frames at
+    SIDE x SIDE), named after the pair's GT clip: pose-evaluation pairs videos by file name."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    for gt, generated in PAIRS:
+        for role, name in (("gt", gt), ("generated", generated)):
+            subprocess.run([project_python, "-c", DUMP, str(clips), str(FRAMES), str(work), role, name,
+                            gt, str(SIDE)], check=True)
+    return work
+
+
+def extracted(work: Path, convert) -> dict:
+    """{role: {video: {frame: convert(value)}}} from extract.py's gt.pkl and generated.pkl."""
+    out = {}
+    for role in ("gt", "generated"):
+        with open(work / f"{role}.pkl", "rb") as f:
+            df = pickle.load(f).sort_values(by=["file_name", "frame_number"])
+        for name, frame, value in zip(df["file_name"], df["frame_number"], df["value"], strict=True):
+            out.setdefault(role, {}).setdefault(name, {})[int(frame)] = convert(value)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--pose-evaluation", required=True, type=Path)
@@ -74,11 +96,7 @@ def main():
     p.add_argument("--clips", type=Path, default=Path(__file__).resolve().parents[1] / "clips")
     p.add_argument("--out", required=True, type=Path)
     args = p.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="akd-oracle-"))
-    for gt, generated in PAIRS:  # a pair's two folders share a name: cmp_kp.py pairs by file name
-        for role, name in (("gt", gt), ("generated", generated)):
-            subprocess.run([args.project_python, "-c", DUMP, str(args.clips), str(FRAMES), str(work), role, name,
-                            gt, str(SIDE)], check=True)
+    work = dump_frames(args.project_python, args.clips, "akd-oracle-")
     data = work / "home" / ".face_alignment" / "data"
     data.mkdir(parents=True)
     for name in WEIGHTS:
@@ -92,12 +110,7 @@ def main():
     run = subprocess.run([sys.executable, str(args.pose_evaluation / "cmp_kp.py"), str(work / "gt.pkl"),
                           str(work / "generated.pkl")], check=True, env=env, capture_output=True, text=True)
     akd = float(run.stdout.strip().rsplit(" ", 1)[1])
-    landmarks = {}
-    for role in ("gt", "generated"):
-        with open(work / f"{role}.pkl", "rb") as f:
-            df = pickle.load(f).sort_values(by=["file_name", "frame_number"])
-        for name, frame, value in zip(df["file_name"], df["frame_number"], df["value"], strict=True):
-            landmarks.setdefault(role, {}).setdefault(name, {})[int(frame)] = None if value is None else value.tolist()
+    landmarks = extracted(work, lambda value: None if value is None else value.tolist())
 
     def commit(repo):
         return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
