@@ -1,4 +1,6 @@
 """Quality backend: the real pyiqa loading path offline, the proxy, auto mode, mouth batching."""
+import contextlib
+
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
@@ -83,6 +85,16 @@ def test_proxy_is_its_documented_formula():
     assert proxy.score(big) == proxy.score(proxy.scaled(big)) != proxy.score(big[::2, ::2])
 
 
+def _blas_kernels() -> list[str]:
+    """The kernels of numpy's OpenBLAS this CPU can run (another one dies of SIGILL): SSE3's
+    always, AVX's, AVX2's and AVX-512's where the CPU has them (/proc/cpuinfo's flags)."""
+    flags = set()
+    with contextlib.suppress(OSError):
+        flags = set(next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split())
+    return ["Prescott"] + [core for core, flag in (("Sandybridge", "avx"), ("Haswell", "avx2"),
+                                                          ("SkylakeX", "avx512f")) if flag in flags]
+
+
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_proxy_scores_do_not_depend_on_the_blas_kernel(threads):
     """The same frames give the same proxy scores whichever kernel OpenBLAS picks (CPU type,
@@ -95,12 +107,12 @@ def test_proxy_scores_do_not_depend_on_the_blas_kernel(threads):
             "frames = [np.clip(img + rng.normal(0, s, img.shape), 0, 255).astype(np.uint8) for s in (0, 3, 9)]; "
             "print(json.dumps([proxy.score(f) for f in frames] + [proxy.score(f[:300, :317]) for f in frames]))")
     scores = []
-    for core in ("Prescott", "SkylakeX", "Haswell"):  # SSE3 .. AVX-512 kernels of numpy's OpenBLAS
+    for core in _blas_kernels():
         env = {**__import__("os").environ, "OPENBLAS_CORETYPE": core, "OPENBLAS_NUM_THREADS": threads,
                "OMP_NUM_THREADS": threads}
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
         scores.append(json.loads(done.stdout))
-    assert scores[0] == scores[1] == scores[2]
+    assert len(scores) >= 2 and all(s == scores[0] for s in scores)
 
 
 def test_proxy_provenance_is_labelled(tmp_path):
