@@ -10,7 +10,10 @@ theval_mesh` stays cheap (a mesh service process never loads what it does not se
 """
 import importlib
 
+from theval_mesh import malloc
 from theval_mesh.pure.version import VERSION as __version__
+
+malloc.tune()  # before any network allocates: see theval_mesh/malloc.py
 
 # public name -> the module of theval_mesh.api that defines it
 _API = {
