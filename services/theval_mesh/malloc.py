@@ -15,7 +15,6 @@ videos. `THEVAL_MALLOC=system`, or any glibc malloc setting of one's own in the 
 (MALLOC_*, GLIBC_TUNABLES), leaves glibc's defaults; other C libraries are left alone.
 """
 import ctypes
-import ctypes.util
 import os
 import sys
 
@@ -50,7 +49,7 @@ def _set() -> str:
     if not sys.platform.startswith("linux"):
         return "system (not glibc)"
     try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+        mallopt = ctypes.CDLL(None).mallopt  # the C library this process runs on (no ldconfig lookup)
     except (OSError, AttributeError):
         return "system (no mallopt)"
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
