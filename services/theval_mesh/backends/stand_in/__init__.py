@@ -19,7 +19,11 @@ The face detector (facexlib RetinaFace-R50) cannot learn faces from random numbe
 designed: only the coarsest level (stride 32, anchors of 256 and 512 px) scores above the 0.97
 threshold, boxes and five landmarks are the anchor's own plus a small content-dependent shift, so
 facexlib keeps the box nearest the image centre: a CENTRE-PRIOR detector, which on a centred
-talking head lands on the face and on anything else lands on the centre. syncnet_python's S3FD
+talking head lands on the face and on anything else lands on the centre. A known defect: its face
+scores saturate (0.99999404 or 0.99999416 in float32), so facexlib's NMS meets ties and keeps the
+boxes in whatever order the CPU's kernels leave them; the box picked, and the model-parity oracles,
+differ between CPUs with and without AVX-512 (to be fixed with a class head whose content term
+separates anchors, and oracles made anew). syncnet_python's S3FD
 (`sfd_face.pth`) is designed the same way (backends/classic/s3fd.py stand_in_state).
 
 FaceXFormer (`model.pt`, head pose; backends/headpose/facexformer_net.py) follows the same rules
