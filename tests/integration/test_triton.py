@@ -144,7 +144,7 @@ def test_triton_and_in_process_give_the_same_scores(client, fake_store, profile)
     local = QualityBackend(mode="paper", profile=profile, store=fake_store)
     served = QualityBackend(mode="paper", profile=profile, models=TritonModels(client))
     assert served.resolved_mode == "paper" and "served by triton" in served.notice
-    frames = images(3)
+    frames = images(3, size=256)  # the stand-in face detector's anchors are 256 px: it finds a face
     # mouth crops of several sizes: the batch pads them onto one black canvas
     crops = [f[40:40 + h, 30:30 + w] for f, (h, w) in zip(images(5, seed=1) * 2, [(20, 30), (24, 40), (18, 26)] * 4)]
     calls = {"mouth_quality": crops}

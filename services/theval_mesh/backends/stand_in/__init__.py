@@ -16,15 +16,13 @@ Scales follow the module a tensor belongs to, so that no network saturates:
   - bare parameters (position embeddings, class tokens, relative position tables): std 0.02;
   - buffers the constructor computes (index tables, attention masks, mean/std constants): kept.
 The face detector (facexlib RetinaFace-R50) cannot learn faces from random numbers. Its heads are
-designed: only the coarsest level (stride 32, anchors of 256 and 512 px) scores above the 0.97
-threshold, boxes and five landmarks are the anchor's own plus a small content-dependent shift, so
-facexlib keeps the box nearest the image centre: a CENTRE-PRIOR detector, which on a centred
-talking head lands on the face and on anything else lands on the centre. A known defect: its face
-scores saturate (0.99999404 or 0.99999416 in float32), so facexlib's NMS meets ties and keeps the
-boxes in whatever order the CPU's kernels leave them; the box picked, and the model-parity oracles,
-differ between CPUs with and without AVX-512 (to be fixed with a class head whose content term
-separates anchors, and oracles made anew). syncnet_python's S3FD
-(`sfd_face.pth`) is designed the same way (backends/classic/s3fd.py stand_in_state).
+designed (detectors.py): only the 256 px anchors of the coarsest level (stride 32) can score above
+facexlib's 0.97 threshold, by a content term (positive weights on the non-negative features) that
+spreads their scores so that no near-tie decides which boxes NMS keeps; boxes and five landmarks are
+the anchor's own plus a small content-dependent shift, and facexlib keeps the box nearest the image
+centre: a CENTRE-PRIOR detector, which on a centred talking head lands on the face.
+syncnet_python's S3FD (`sfd_face.pth`) has designed heads too (backends/classic/s3fd.py
+stand_in_state).
 
 FaceXFormer (`model.pt`, head pose; backends/headpose/facexformer_net.py) follows the same rules
 with two exceptions (facexformer_state):
