@@ -179,7 +179,7 @@ def test_the_stand_in_detector_picks_the_references_box_and_lands_on_the_face(cu
         qb.face_quality(frames)
         assert len(chosen) == len(ranked) == len(frames)
         for i, (frame, dets) in enumerate(zip(frames, ranked)):
-            assert 1 < len(dets) < 300, (name, i, len(dets))  # a few of the 512 anchors pass
+            assert 1 < len(dets) < 300, (name, i, len(dets))  # some of the 256 that can fire (26-157 measured)
             assert _ties_that_change_the_pick(dets, *frame.shape[:2]) == 0, (name, i)
         with FaceTracker(MOUTH_QUALITY) as tracker:
             for i, (frame, box) in enumerate(zip(frames, chosen)):
