@@ -210,11 +210,11 @@ def _until_calls_ended(mesh, timeout=60):
 @pytest.mark.timeout(1800)
 def test_every_server_stays_inside_its_pods_memory_limit_and_gives_memory_back(tmp_path, root):
     """The dev overlay's limits, given to each server as --memory-limit-mb (what its cgroup says
-    in the pod): the 600 s clip, then two rounds of 8 concurrent 512 px talking heads."""
+    in the pod): the 600 s clip, then two rounds of 8 concurrent 512 px talking heads of 2 s."""
     limits = memory_limits(render(workspace(tmp_path / "k8s"), "dev"))
     limit_mib = {s: limits[s] // MIB for s in (*DEPENDENCIES, "evaluator")}
     long_clip = silent_gradient(root / "600s.mp4", 600)
-    heads = generate_kit(tmp_path / "kit", seed=5, n_clips=8, duration_s=4.0, size=512).videos("gt")
+    heads = generate_kit(tmp_path / "kit", seed=5, n_clips=8, duration_s=2.0, size=512).videos("gt")
     mesh = Mesh(tmp_path, [root, heads[0].parent],
                 service_args={s: ["--memory-limit-mb", str(m)] for s, m in limit_mib.items() if s != "evaluator"},
                 evaluator_args=["--memory-limit-mb", str(limit_mib["evaluator"])]).start()
