@@ -61,6 +61,7 @@ def test_published_p_values_are_reproduced_over_18_models():
     assert [m for m in THEVAL_ROWS if m not in exact] == ["Lip sync"]
 
 
+@pytest.mark.slow  # a few seconds: ./dev test runs it, ./dev check leaves it
 def test_the_classic_rows_were_computed_over_fewer_models():
     # Observation, not a requirement: the comparison metrics' p-values fit 17 or 16 models (and FID
     # no number at all), so those rows were not computed over the same 18 models.

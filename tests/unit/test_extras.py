@@ -96,6 +96,7 @@ def base_cli(*args, cwd=None):
                           capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
+@pytest.mark.slow  # a few seconds: ./dev test runs it, ./dev check leaves it
 def test_help_and_version_need_no_extra():
     for args in (["--help"], ["--version"], ["evaluate", "--help"], ["bulk", "--help"]):
         done = base_cli(*args)

@@ -45,6 +45,7 @@ def test_the_state_dict_has_the_original_keys_and_shapes():
     assert ours == original
 
 
+@pytest.mark.slow  # a few seconds: ./dev test runs it, ./dev check leaves it
 def test_a_checkpoint_with_a_key_missing_or_extra_does_not_load(state):
     tensors = _tensors(state)
     fx.load(tensors)
@@ -56,6 +57,7 @@ def test_a_checkpoint_with_a_key_missing_or_extra_does_not_load(state):
         fx.load({**tensors, "face_decoder.extra.weight": torch.zeros(1)})
 
 
+@pytest.mark.slow  # a few seconds: ./dev test runs it, ./dev check leaves it
 def test_the_reference_was_run_on_the_weights_the_generator_makes(state, reference):
     # the committed outputs are only worth something for these exact values
     assert values_digest(state) == str(reference["model_values_sha256"])

@@ -50,6 +50,7 @@ def test_what_cannot_run_is_refused_in_one_line():
             plans.check_options(InferenceOptions(device="cuda:1"))
 
 
+@pytest.mark.slow  # a few seconds: ./dev test runs it, ./dev check leaves it
 @pytest.mark.skipif(plans.gpus() > 0, reason="checks the refusal on a machine without a GPU")
 def test_evaluate_with_device_cuda_and_no_gpu_exits_2_before_any_work(tmp_path, clip_writer):
     run = subprocess.run([THEVAL, "evaluate", "--gt", clip_writer(tone=[0.5]), "--out", str(tmp_path / "out"), "--device", "cuda",

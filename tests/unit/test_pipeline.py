@@ -146,6 +146,7 @@ def test_a_transient_failure_retries_after_growing_pauses_until_the_service_is_b
     assert all(gap >= pause for gap, pause in zip(gaps, pauses(len(gaps)))), (gaps, pauses(len(gaps)))
 
 
+@pytest.mark.slow  # a few seconds: ./dev test runs it, ./dev check leaves it
 def test_past_max_attempts_the_job_stops_interrupted_and_a_resume_scores_the_rest(mesh, store, audio_back,
                                                                                   monkeypatch):
     monkeypatch.setattr(pipeline, "MAX_ATTEMPTS", 3)  # 3 attempts: 0.5 s + 1 s of pauses, not a minute

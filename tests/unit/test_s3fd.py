@@ -53,6 +53,7 @@ def stand_in_detector(tmp_path_factory):
     return s3fd.S3FD(store)
 
 
+@pytest.mark.slow  # a few seconds: ./dev test runs it, ./dev check leaves it
 def test_the_stand_in_finds_one_centred_face_box_on_a_talking_head(stand_in_detector):
     cap = cv2.VideoCapture(str(clip("tom_it_gt")))
     boxes = []

@@ -159,6 +159,7 @@ def test_a_jobs_token_scores_its_own_jobs_videos_while_it_runs_only(jobs):
     jobs.check_scope(job_identity(other.id), "GT", "/v/gt/a.mp4")
 
 
+@pytest.mark.slow  # a few seconds: ./dev test runs it, ./dev check leaves it
 def test_a_job_is_resumed_only_when_no_driver_runs_it(jobs):
     from theval_mesh.pure.errors import NotResumable
     done, cancelled, running = a_job(jobs), a_job(jobs), a_job(jobs)

@@ -5,7 +5,10 @@ silero's package (backends/audio/silero_onnx.py), so it never imports it."""
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow  # a few seconds: ./dev test runs it, ./dev check leaves it
 def test_the_engine_and_the_audio_backend_keep_torch_threads_and_never_import_silero():
     code = ("import sys, torch; torch.set_num_threads(3); "
             "import theval_mesh.core.engine, theval_mesh.backends.audio.backend; "

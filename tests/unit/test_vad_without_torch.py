@@ -89,6 +89,7 @@ def test_resampling_taps_equal_torchs_bit_for_bit():
         assert width == want_width and np.array_equal(taps, want.numpy()[:, 0])
 
 
+@pytest.mark.slow  # a few seconds: ./dev test runs it, ./dev check leaves it
 def test_a_proxy_run_scores_a_video_without_importing_torch(tmp_path):
     """The start-up cut this is for: torch's import alone cost a second of every run."""
     from theval_mesh.synth import generate_kit
